@@ -1,0 +1,79 @@
+"""Pure functions for a BERT encoder (post-LayerNorm, absolute positions, exact GELU) and the
+sentence-transformers mean pooling.
+
+Shapes: B batch, T tokens, D model width, N heads, H head dim (D = N * H), F MLP width.
+`mask` is a bool [B, T] that is True on real tokens and False on padding.
+
+These match Hugging Face's `BertModel` (eager or SDPA attention) in float32: padded keys get an
+additive `finfo.min` bias, so they receive exactly zero probability; rows of padded queries are
+computed but carry no meaning and must be masked out by the caller (mean_pool does).
+"""
+
+import jax
+import jax.numpy as jnp
+
+
+def layer_norm(x, scale, bias, eps: float):
+  """LayerNorm over the last axis, statistics in float32. x [..., D] -> [..., D]."""
+  x32 = x.astype(jnp.float32)
+  mean = jnp.mean(x32, axis=-1, keepdims=True)
+  var = jnp.mean(jnp.square(x32 - mean), axis=-1, keepdims=True)
+  y = (x32 - mean) * jax.lax.rsqrt(var + eps)
+  return (y * scale + bias).astype(x.dtype)
+
+
+def embed(ids, word, position, token_type, ln_scale, ln_bias, eps: float, type_ids=None):
+  """Token + position + token-type embeddings, then LayerNorm.
+
+  ids [B, T] int; word [V, D]; position [P, D] (P >= T); token_type [2, D];
+  type_ids [B, T] int or None (all segment 0, the single-sentence case). Returns [B, T, D].
+  """
+  t = ids.shape[1]
+  x = jnp.take(word, ids, axis=0) + position[None, :t]
+  if type_ids is None:
+    x = x + token_type[0]
+  else:
+    x = x + jnp.take(token_type, type_ids, axis=0)
+  return layer_norm(x, ln_scale, ln_bias, eps)
+
+
+def self_attention(x, mask, wqkv, bqkv, wo, bo, num_heads: int):
+  """Bidirectional multi-head attention with padded keys masked.
+
+  x [B, T, D]; mask [B, T] bool; wqkv [D, 3D] (query, key, value side by side, (in, out)
+  layout); bqkv [3D]; wo [D, D]; bo [D]. Returns [B, T, D] (before the residual).
+  """
+  b, t, d = x.shape
+  h = d // num_heads
+  qkv = x @ wqkv + bqkv  # [B, T, 3D]
+  qkv = qkv.reshape(b, t, 3, num_heads, h)  # [B, T, 3, N, H]
+  q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]  # each [B, T, N, H]
+  scores = jnp.einsum("BTNH,BSNH->BNTS", q, k) / jnp.sqrt(jnp.float32(h))
+  bias = jnp.where(mask, 0.0, jnp.finfo(scores.dtype).min)[:, None, None, :]  # [B, 1, 1, S]
+  probs = jax.nn.softmax(scores + bias, axis=-1)
+  ctx = jnp.einsum("BNTS,BSNH->BTNH", probs, v).reshape(b, t, d)  # [B, T, D]
+  return ctx @ wo + bo
+
+
+def encoder_layer(x, mask, p: dict, num_heads: int, eps: float):
+  """One post-LN BERT layer. p holds wqkv, bqkv, wo, bo, ln1_scale, ln1_bias, w_in [D, F],
+  b_in [F], w_out [F, D], b_out [D], ln2_scale, ln2_bias. x [B, T, D] -> [B, T, D]."""
+  a = self_attention(x, mask, p["wqkv"], p["bqkv"], p["wo"], p["bo"], num_heads)
+  x = layer_norm(x + a, p["ln1_scale"], p["ln1_bias"], eps)
+  m = jax.nn.gelu(x @ p["w_in"] + p["b_in"], approximate=False) @ p["w_out"] + p["b_out"]
+  return layer_norm(x + m, p["ln2_scale"], p["ln2_bias"], eps)
+
+
+def mean_pool(hidden, mask):
+  """Mean of the real tokens' states. hidden [B, T, D]; mask [B, T] bool -> [B, D].
+
+  The count is clamped at 1e-9 like sentence-transformers, so an all-padding row gives zeros.
+  """
+  m = mask.astype(hidden.dtype)[..., None]  # [B, T, 1]
+  return jnp.sum(hidden * m, axis=1) / jnp.maximum(jnp.sum(m, axis=1), 1e-9)
+
+
+def l2_normalize(x, eps: float = 1e-12):
+  """Rows scaled to unit L2 norm (torch.nn.functional.normalize semantics). x [B, D]."""
+  norm = jnp.sqrt(jnp.sum(jnp.square(x), axis=-1, keepdims=True))
+  return x / jnp.maximum(norm, eps)
