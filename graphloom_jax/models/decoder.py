@@ -1,0 +1,237 @@
+"""`Decoder`: a loaded Llama plus its tokenizer, with jitted full-sequence scoring and a jitted
+generation loop (greedy or seeded temperature / top-p sampling).
+
+Compilation: prompt lengths are padded (on the left) to multiples of `PROMPT_BUCKET` and the
+number of new tokens to a power of two, so a serving process compiles once per shape bucket.
+Model weights are passed to the jitted functions as arguments (never baked in as constants).
+"""
+
+import functools
+import os
+import pathlib
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from graphloom_jax import assets
+from graphloom_jax.models import llama, weights
+from graphloom_jax.models.tokenizer import Tokenizer
+
+PROMPT_BUCKET = 64
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+def _bucket(n: int, multiple: int) -> int:
+  return max(multiple, -(-n // multiple) * multiple)
+
+
+def _pow2(n: int, minimum: int = 8) -> int:
+  return max(minimum, 1 << max(0, (n - 1).bit_length()))
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "return_hidden"))
+def _forward(graphdef, state, tokens, valid, return_hidden=False):
+  model = nnx.merge(graphdef, state)
+  cache = llama.KVCache.init(model.config, tokens.shape[0], tokens.shape[1], model.dtype)
+  logits, _, aux = model(tokens, cache, valid, return_hidden=return_hidden)
+  return logits, aux
+
+
+def _sample(logits, key, temperature, top_p, sample: bool):
+  """logits [B,V] float32 -> token ids [B]. Greedy unless `sample`."""
+  if not sample:
+    return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+  logits = logits / jnp.maximum(temperature, 1e-6)
+  order = jnp.argsort(-logits, axis=-1)
+  sorted_logits = jnp.take_along_axis(logits, order, axis=-1)
+  probs = jax.nn.softmax(sorted_logits, axis=-1)
+  # keep the smallest prefix whose mass reaches top_p (always at least the best token)
+  keep = (jnp.cumsum(probs, axis=-1) - probs) < top_p
+  sorted_logits = jnp.where(keep, sorted_logits, -jnp.inf)
+  choice = jax.random.categorical(key, sorted_logits, axis=-1)
+  return jnp.take_along_axis(order, choice[:, None], axis=-1)[:, 0].astype(jnp.int32)
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "max_new", "sample"))
+def _generate(graphdef, state, tokens, valid, eos_ids, key, temperature, top_p, pad_id, *,
+              max_new: int, sample: bool):
+  """tokens/valid [B, Tp] left-padded prompts -> (new tokens [B, max_new], counts [B])."""
+  model = nnx.merge(graphdef, state)
+  b, tp = tokens.shape
+  cache = llama.KVCache.init(model.config, b, tp + max_new, model.dtype)
+  logits, cache, _ = model(tokens, cache, valid)
+  key, sub = jax.random.split(key)
+  first = _sample(logits[:, -1], sub, temperature, top_p, sample)
+
+  def cond(carry):
+    i, _, _, _, done, _ = carry
+    return (i < max_new) & ~jnp.all(done)
+
+  def body(carry):
+    i, tok, cache, out, done, key = carry
+    out = out.at[:, i].set(jnp.where(done, pad_id, tok))
+    done = done | jnp.isin(tok, eos_ids)
+    logits, cache, _ = model(tok[:, None], cache, jnp.ones((b, 1), bool))
+    key, sub = jax.random.split(key)
+    return i + 1, _sample(logits[:, 0], sub, temperature, top_p, sample), cache, out, done, key
+
+  init = (jnp.zeros((), jnp.int32), first, cache, jnp.full((b, max_new), pad_id, jnp.int32),
+          jnp.zeros((b,), bool), key)
+  _, _, _, out, _, _ = jax.lax.while_loop(cond, body, init)
+  return out
+
+
+class Decoder:
+  """A frozen Llama decoder with its tokenizer.
+
+  Attributes: `model` (the `llama.Llama` NNX module), `config` (`llama.LlamaConfig`),
+  `tokenizer` (`Tokenizer` or None when the checkpoint carries none), `source` (where it came
+  from), `max_seq_len` (prompt + new tokens limit).
+  """
+
+  def __init__(self, model: llama.Llama, tokenizer: Tokenizer | None = None, source: str = "",
+               max_seq_len: int | None = None):
+    self.model = model
+    self.config = model.config
+    self.tokenizer = tokenizer
+    self.source = source
+    self.max_seq_len = int(max_seq_len or model.config.max_position_embeddings)
+    self._graphdef, self._state = nnx.split(model)
+
+  @property
+  def dtype(self):
+    return self.model.dtype
+
+  def _check_ids(self, input_ids) -> np.ndarray:
+    ids = np.asarray(input_ids)
+    if ids.ndim != 2 or ids.shape[1] == 0:
+      raise ValueError(f"input_ids must be a non-empty [B, T] integer array, got shape {ids.shape}")
+    if not np.issubdtype(ids.dtype, np.integer):
+      raise ValueError(f"input_ids must be integers, got {ids.dtype}")
+    if ids.min() < 0 or ids.max() >= self.config.vocab_size:
+      raise ValueError(f"input_ids out of range [0, {self.config.vocab_size}): "
+                       f"min {ids.min()}, max {ids.max()}")
+    if ids.shape[1] > self.max_seq_len:
+      raise ValueError(f"input of {ids.shape[1]} tokens exceeds the context of "
+                       f"{self.max_seq_len} tokens")
+    return ids.astype(np.int32)
+
+  def logits(self, input_ids: np.ndarray, attention_mask: np.ndarray | None = None) -> np.ndarray:
+    """input_ids int32 [B, T] -> float32 logits [B, T, V]. `attention_mask` [B, T] marks real
+    tokens of left-padded rows."""
+    ids = self._check_ids(input_ids)
+    valid = np.ones(ids.shape, bool) if attention_mask is None else np.asarray(attention_mask, bool)
+    logits, _ = _forward(self._graphdef, self._state, ids, valid)
+    return np.asarray(logits, dtype=np.float32)
+
+  def hidden_states(self, input_ids: np.ndarray) -> np.ndarray:
+    """[L + 1, B, T, D] float32: the embedding output and the residual stream after each layer
+    (the last before the final norm), like transformers' `output_hidden_states` minus its
+    final-norm substitution."""
+    ids = self._check_ids(input_ids)
+    _, aux = _forward(self._graphdef, self._state, ids, np.ones(ids.shape, bool), True)
+    return np.asarray(aux["hidden"], dtype=np.float32)
+
+  def encode_prompts(self, prompts: Sequence[str], chat: bool = True) -> list[list[int]]:
+    if self.tokenizer is None:
+      raise ValueError(f"{self.source}: this checkpoint has no tokenizer; pass token ids "
+                       "to generate_ids() instead")
+    if isinstance(prompts, str):
+      raise TypeError("prompts must be a list of strings, not a single string")
+    out = []
+    for i, prompt in enumerate(prompts):
+      if not isinstance(prompt, str) or not prompt.strip():
+        raise ValueError(f"prompt {i} is empty")
+      out.append(self.tokenizer.chat_ids(prompt) if chat else self.tokenizer.encode(prompt))
+    return out
+
+  def generate_ids(self, prompt_ids: Sequence[Sequence[int]], max_new_tokens: int = 64, *,
+                   temperature: float = 0.0, top_p: float = 1.0, seed: int = 0,
+                   eos_ids: Sequence[int] | None = None) -> list[list[int]]:
+    """Token-level generation. Greedy when temperature == 0; stops a row at its first EOS
+    (the EOS is not returned)."""
+    if not prompt_ids:
+      raise ValueError("no prompts given")
+    if max_new_tokens < 1:
+      raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    lengths = [len(p) for p in prompt_ids]
+    for i, n in enumerate(lengths):
+      if n == 0:
+        raise ValueError(f"prompt {i} is empty")
+      if n + max_new_tokens > self.max_seq_len:
+        raise ValueError(f"prompt {i} has {n} tokens; with max_new_tokens={max_new_tokens} it "
+                         f"exceeds the context of {self.max_seq_len} tokens")
+    if eos_ids is None:
+      eos_ids = self.tokenizer.eos_ids if self.tokenizer else self.config.eos_token_ids
+    pad = self.tokenizer.pad_id if self.tokenizer else 0
+    width = min(_bucket(max(lengths), PROMPT_BUCKET), self.max_seq_len - max_new_tokens)
+    max_new = min(_pow2(max_new_tokens), self.max_seq_len - width)
+    tokens = np.full((len(prompt_ids), width), pad, np.int32)
+    valid = np.zeros(tokens.shape, bool)
+    for i, p in enumerate(prompt_ids):
+      tokens[i, width - len(p):] = np.asarray(p, np.int32)
+      valid[i, width - len(p):] = True
+    self._check_ids(tokens)
+    out = _generate(self._graphdef, self._state, tokens, valid,
+                    jnp.asarray(list(eos_ids) or [-1], jnp.int32), jax.random.key(seed),
+                    jnp.float32(temperature), jnp.float32(top_p), jnp.int32(pad),
+                    max_new=max_new, sample=temperature > 0)
+    out = np.asarray(out)[:, :max_new_tokens]
+    results = []
+    for row in out:
+      row = row.tolist()
+      cut = next((j for j, t in enumerate(row) if t in set(eos_ids)), len(row))
+      results.append(row[:cut])
+    return results
+
+  def generate(self, prompts: Sequence[str], max_new_tokens: int = 64, chat: bool = True, *,
+               temperature: float = 0.0, top_p: float = 1.0, seed: int = 0) -> list[str]:
+    """Answers each prompt (through the chat template unless chat=False); greedy by default."""
+    ids = self.encode_prompts(prompts, chat)
+    outs = self.generate_ids(ids, max_new_tokens, temperature=temperature, top_p=top_p,
+                             seed=seed)
+    return [self.tokenizer.decode(o).strip() for o in outs]
+
+
+def _load_tokenizer(fmt: str, path: pathlib.Path, config: llama.LlamaConfig) -> Tokenizer | None:
+  if fmt == "gguf":
+    return Tokenizer.from_gguf(path, config.eos_token_ids)
+  folder = path / weights.ORBAX_TOKENIZER if fmt == "orbax" else path
+  if (folder / "tokenizer.json").exists() or (folder / "tokenizer.model").exists():
+    return Tokenizer.from_folder(folder, config.eos_token_ids)
+  return None
+
+
+def load_decoder(path: str | os.PathLike, dtype: str = "float32",
+                 max_seq_len: int | None = None) -> Decoder:
+  """Loads a decoder from a safetensors folder, a Flax msgpack folder, a `.gguf` file, an orbax
+  checkpoint written by `launch/convert.py`, or "embedded" (SmolLM2-135M-Instruct)."""
+  if dtype not in DTYPES:
+    raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+  if str(path) == "embedded":
+    path = assets.smollm2_gguf()
+  path = pathlib.Path(path)
+  fmt, config, params = weights.load(path)
+  model = llama.from_params(config, params, DTYPES[dtype], source=str(path))
+  return Decoder(model, _load_tokenizer(fmt, path, config), source=str(path),
+                 max_seq_len=max_seq_len)
+
+
+def random_decoder(config: llama.LlamaConfig, seed: int = 0, dtype: str = "float32",
+                   max_seq_len: int | None = None) -> Decoder:
+  """A randomly initialised decoder without a tokenizer (tests, shape checks, benchmarks)."""
+  return Decoder(llama.init_random(config, seed, DTYPES[dtype]), None, source="random",
+                 max_seq_len=max_seq_len)
+
+
+def from_config(model_cfg) -> Decoder:
+  """Builds the decoder an ml_collections `model` section describes."""
+  if model_cfg.weights == "random":
+    return random_decoder(llama.config_from_arch(model_cfg.arch), dtype=model_cfg.dtype,
+                          max_seq_len=model_cfg.max_seq_len)
+  if not model_cfg.weights:
+    raise ValueError("config.model.weights is empty: give a weights path, 'embedded' or 'random'")
+  return load_decoder(model_cfg.weights, model_cfg.dtype, max_seq_len=model_cfg.max_seq_len)

@@ -1,0 +1,314 @@
+"""Llama decoder in Flax NNX with a pytree KV cache; the math lives in graphloom_jax/ops.
+
+Shapes: B batch, T new tokens, S cache slots, L layers, D model width, N query heads,
+K kv heads, H head dim, F MLP width, V vocabulary.
+
+Layer parameters are stacked on a leading L axis and the forward pass is a `lax.scan` over
+layers: compile time does not grow with depth, and an 8B configuration can be shape-checked
+with `nnx.eval_shape` on a laptop. Rows of a batch are left-padded; `KVCache.valid` marks real
+tokens and positions count real tokens only, so a padded row computes exactly what it would
+alone.
+"""
+
+import dataclasses
+import json
+from typing import Any, Mapping, Sequence
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from graphloom_jax.ops import attention as attention_ops
+from graphloom_jax.ops import norms
+from graphloom_jax.ops import rope
+
+LAYER_PARAMS = ("attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate", "w_up", "w_down")
+
+
+@dataclasses.dataclass(frozen=True)
+class LlamaConfig:
+  vocab_size: int
+  hidden_size: int
+  intermediate_size: int
+  num_layers: int
+  num_heads: int
+  num_kv_heads: int
+  head_dim: int
+  rope_theta: float = 10000.0
+  rope_scaling: tuple[tuple[str, Any], ...] | None = None  # sorted items, hashable for jit
+  rms_norm_eps: float = 1e-5
+  tie_word_embeddings: bool = False
+  max_position_embeddings: int = 2048
+  bos_token_id: int | None = None
+  eos_token_ids: tuple[int, ...] = ()
+
+  def __post_init__(self):
+    problems = []
+    for name in ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads",
+                 "num_kv_heads", "head_dim"):
+      if int(getattr(self, name)) <= 0:
+        problems.append(f"{name} must be positive, got {getattr(self, name)}")
+    if self.num_kv_heads > 0 and self.num_heads % self.num_kv_heads:
+      problems.append(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads "
+                      f"({self.num_kv_heads})")
+    if self.head_dim % 2:
+      problems.append(f"head_dim must be even for rotary embeddings, got {self.head_dim}")
+    if problems:
+      raise ValueError("invalid Llama config: " + "; ".join(problems))
+
+  @property
+  def scaling(self) -> dict[str, Any] | None:
+    return dict(self.rope_scaling) if self.rope_scaling else None
+
+  @classmethod
+  def from_hf(cls, hf: Mapping[str, Any], source: str = "config") -> "LlamaConfig":
+    """Builds a config from a Hugging Face `config.json` dictionary."""
+    arch = hf.get("architectures") or []
+    model_type = hf.get("model_type")
+    if model_type not in (None, "llama") or (arch and not any("Llama" in a for a in arch)):
+      raise ValueError(f"{source}: unsupported architecture {arch or model_type!r}; "
+                       "graphloom_jax loads Llama-family decoders (model_type 'llama')")
+    missing = [k for k in ("vocab_size", "hidden_size", "intermediate_size",
+                           "num_hidden_layers", "num_attention_heads") if k not in hf]
+    if missing:
+      raise ValueError(f"{source}: missing required fields {missing}")
+    heads = int(hf["num_attention_heads"])
+    eos = hf.get("eos_token_id")
+    eos = () if eos is None else tuple(eos) if isinstance(eos, (list, tuple)) else (int(eos),)
+    scaling = hf.get("rope_scaling")
+    theta = hf.get("rope_theta")
+    params = hf.get("rope_parameters")  # transformers 5.x nests rope settings here
+    if isinstance(params, Mapping):
+      theta = params.get("rope_theta", theta)
+      if params.get("rope_type", "default") != "default":
+        scaling = {k: v for k, v in params.items() if k != "rope_theta"}
+    return cls(
+        vocab_size=int(hf["vocab_size"]),
+        hidden_size=int(hf["hidden_size"]),
+        intermediate_size=int(hf["intermediate_size"]),
+        num_layers=int(hf["num_hidden_layers"]),
+        num_heads=heads,
+        num_kv_heads=int(hf.get("num_key_value_heads") or heads),
+        head_dim=int(hf.get("head_dim") or int(hf["hidden_size"]) // heads),
+        rope_theta=float(theta if theta is not None else 10000.0),
+        rope_scaling=tuple(sorted(scaling.items())) if scaling else None,
+        rms_norm_eps=float(hf.get("rms_norm_eps", 1e-5)),
+        tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
+        max_position_embeddings=int(hf.get("max_position_embeddings", 2048)),
+        bos_token_id=hf.get("bos_token_id"),
+        eos_token_ids=eos,
+    )
+
+  def to_hf(self) -> dict[str, Any]:
+    out = dict(
+        architectures=["LlamaForCausalLM"], model_type="llama", vocab_size=self.vocab_size,
+        hidden_size=self.hidden_size, intermediate_size=self.intermediate_size,
+        num_hidden_layers=self.num_layers, num_attention_heads=self.num_heads,
+        num_key_value_heads=self.num_kv_heads, head_dim=self.head_dim,
+        rope_theta=self.rope_theta, rms_norm_eps=self.rms_norm_eps,
+        tie_word_embeddings=self.tie_word_embeddings,
+        max_position_embeddings=self.max_position_embeddings, hidden_act="silu",
+        bos_token_id=self.bos_token_id,
+        eos_token_id=list(self.eos_token_ids) if self.eos_token_ids else None)
+    if self.rope_scaling:
+      out["rope_scaling"] = self.scaling
+    return out
+
+  @classmethod
+  def from_dict(cls, d: Mapping[str, Any]) -> "LlamaConfig":
+    d = dict(d)
+    if d.get("rope_scaling"):
+      d["rope_scaling"] = tuple(sorted(dict(d["rope_scaling"]).items()))
+    d["eos_token_ids"] = tuple(d.get("eos_token_ids") or ())
+    return cls(**d)
+
+  def to_json(self) -> str:
+    d = dataclasses.asdict(self)
+    d["rope_scaling"] = self.scaling
+    d["eos_token_ids"] = list(self.eos_token_ids)
+    return json.dumps(d, indent=2, sort_keys=True)
+
+  def param_shapes(self) -> dict[str, tuple[int, ...]]:
+    """Shapes of every parameter in our layout (the loaders check against these)."""
+    l, d, n, k, h, f, v = (self.num_layers, self.hidden_size, self.num_heads,
+                           self.num_kv_heads, self.head_dim, self.intermediate_size,
+                           self.vocab_size)
+    shapes = dict(embed=(v, d), attn_norm=(l, d), wq=(l, d, n, h), wk=(l, d, k, h),
+                  wv=(l, d, k, h), wo=(l, n, h, d), mlp_norm=(l, d), w_gate=(l, d, f),
+                  w_up=(l, d, f), w_down=(l, f, d), final_norm=(d,))
+    if not self.tie_word_embeddings:
+      shapes["lm_head"] = (d, v)
+    return shapes
+
+
+@flax.struct.dataclass
+class KVCache:
+  k: jax.Array  # [L, B, S, K, H]
+  v: jax.Array  # [L, B, S, K, H]
+  valid: jax.Array  # [B, S] bool: slot holds a real (non-pad) token
+  next_pos: jax.Array  # [B] int32: rotary position of the row's next real token
+  length: jax.Array  # [] int32: slots written so far (same for every row)
+
+  @classmethod
+  def init(cls, config: LlamaConfig, batch: int, max_len: int, dtype=jnp.float32) -> "KVCache":
+    shape = (config.num_layers, batch, max_len, config.num_kv_heads, config.head_dim)
+    return cls(k=jnp.zeros(shape, dtype), v=jnp.zeros(shape, dtype),
+               valid=jnp.zeros((batch, max_len), bool),
+               next_pos=jnp.zeros((batch,), jnp.int32), length=jnp.zeros((), jnp.int32))
+
+  @property
+  def max_len(self) -> int:
+    return self.k.shape[2]
+
+
+def _mlp(x, w_gate, w_up, w_down):
+  gate = jnp.einsum("BTD,DF->BTF", x, w_gate)
+  up = jnp.einsum("BTD,DF->BTF", x, w_up)
+  return jnp.einsum("BTF,FD->BTD", jax.nn.silu(gate) * up, w_down)
+
+
+class Llama(nnx.Module):
+  """The decoder. All weights are frozen in GraphLoom; they are `nnx.Param`s so that the same
+  module serves conversion, evaluation and (for users who want it) fine-tuning."""
+
+  def __init__(self, config: LlamaConfig, *, dtype=jnp.float32, rngs: nnx.Rngs):
+    self.config = config
+    init = nnx.initializers.normal(0.02)
+    shapes = config.param_shapes()
+    for name, shape in shapes.items():
+      if name.endswith("norm"):
+        value = jnp.ones(shape, dtype)
+      else:
+        value = init(rngs.params(), shape, dtype)
+      setattr(self, name, nnx.Param(value))
+    self.inv_freq = nnx.Variable(jnp.asarray(rope.inverse_frequencies(
+        config.head_dim, config.rope_theta, config.scaling)))
+
+  @property
+  def dtype(self):
+    return self.embed.value.dtype
+
+  def layer_params(self) -> dict[str, jax.Array]:
+    return {name: getattr(self, name).value for name in LAYER_PARAMS}
+
+  def output_matrix(self) -> jax.Array:
+    """[D, V] output projection (the transposed embedding when tied)."""
+    if self.config.tie_word_embeddings:
+      return self.embed.value.T
+    return self.lm_head.value
+
+  def __call__(self, tokens: jax.Array, cache: KVCache, token_valid: jax.Array | None = None,
+               *, return_hidden: bool = False) -> tuple[jax.Array, KVCache, dict[str, Any]]:
+    """tokens [B,T] int32 appended at cache slots [length, length + T).
+
+    Returns logits [B,T,V] float32, the updated cache and aux outputs
+    (`hidden`: [L+1, B, T, D] residual stream after the embedding and after every layer,
+    the last one before the final norm; only with return_hidden).
+    """
+    cfg = self.config
+    b, t = tokens.shape
+    if token_valid is None:
+      token_valid = jnp.ones((b, t), bool)
+    length = cache.length
+    positions = cache.next_pos[:, None] + jnp.cumsum(token_valid, axis=1) - 1  # [B,T]
+    positions = jnp.where(token_valid, positions, 0)
+    valid = jax.lax.dynamic_update_slice(cache.valid, token_valid, (0, length))  # [B,S]
+    mask = attention_ops.causal_mask(valid, length + jnp.arange(t))  # [B,T,S]
+    cos, sin = rope.rope_tables(positions, self.inv_freq.value)
+
+    x = self.embed.value[tokens]  # [B,T,D]
+
+    def layer(carry, xs):
+      x, cache_k, cache_v = carry
+      p, index = xs
+      h = norms.rms_norm(x, p["attn_norm"], cfg.rms_norm_eps)
+      q = rope.apply_rope(jnp.einsum("BTD,DNH->BTNH", h, p["wq"]), cos, sin)
+      k = rope.apply_rope(jnp.einsum("BTD,DKH->BTKH", h, p["wk"]), cos, sin)
+      v = jnp.einsum("BTD,DKH->BTKH", h, p["wv"])
+      cache_k = jax.lax.dynamic_update_slice(cache_k, k[None].astype(cache_k.dtype),
+                                             (index, 0, length, 0, 0))
+      cache_v = jax.lax.dynamic_update_slice(cache_v, v[None].astype(cache_v.dtype),
+                                             (index, 0, length, 0, 0))
+      attn = attention_ops.gqa_attention(q, cache_k[index], cache_v[index], mask)
+      x = x + jnp.einsum("BTNH,NHD->BTD", attn, p["wo"])
+      h = norms.rms_norm(x, p["mlp_norm"], cfg.rms_norm_eps)
+      x = x + _mlp(h, p["w_gate"], p["w_up"], p["w_down"])
+      return (x, cache_k, cache_v), (x if return_hidden else None)
+
+    (x, cache_k, cache_v), hidden = jax.lax.scan(
+        layer, (x, cache.k, cache.v),
+        (self.layer_params(), jnp.arange(cfg.num_layers)))
+    aux = {}
+    if return_hidden:
+      aux["hidden"] = jnp.concatenate([self.embed.value[tokens][None], hidden], axis=0)
+    x = norms.rms_norm(x, self.final_norm.value, cfg.rms_norm_eps)
+    logits = jnp.einsum("BTD,DV->BTV", x, self.output_matrix(),
+                        preferred_element_type=jnp.float32)
+    new_cache = KVCache(k=cache_k, v=cache_v, valid=valid,
+                        next_pos=cache.next_pos + jnp.sum(token_valid, axis=1, dtype=jnp.int32),
+                        length=length + t)
+    return logits, new_cache, aux
+
+
+def init_random(config: LlamaConfig, seed: int = 0, dtype=jnp.float32) -> Llama:
+  return Llama(config, dtype=dtype, rngs=nnx.Rngs(seed))
+
+
+def abstract_model(config: LlamaConfig, dtype=jnp.float32) -> Llama:
+  """Shapes and dtypes only (no memory): for shape checks of large configs and for loading."""
+  return nnx.eval_shape(lambda: Llama(config, dtype=dtype, rngs=nnx.Rngs(0)))
+
+
+def from_params(config: LlamaConfig, params: Mapping[str, np.ndarray], dtype=jnp.float32,
+                source: str = "weights") -> Llama:
+  """Builds a model from a flat {name: array} dict in our layout; checks names and shapes and
+  reports every problem at once."""
+  expected = config.param_shapes()
+  problems = []
+  for name, shape in expected.items():
+    if name not in params:
+      problems.append(f"missing parameter {name!r} (expected shape {shape})")
+    elif tuple(params[name].shape) != shape:
+      problems.append(f"parameter {name!r} has shape {tuple(params[name].shape)}, "
+                      f"config expects {shape}")
+  for name in params:
+    if name not in expected:
+      problems.append(f"unexpected parameter {name!r}")
+  if problems:
+    raise ValueError(f"{source}: {len(problems)} problem(s) loading weights:\n  " +
+                     "\n  ".join(problems))
+  model = abstract_model(config, dtype)
+  for name in expected:
+    array = np.asarray(params[name])
+    if not np.all(np.isfinite(array.astype(np.float32, copy=False))):
+      raise ValueError(f"{source}: parameter {name!r} contains NaN or Inf")
+    getattr(model, name).value = jnp.asarray(array, dtype=dtype)
+  model.inv_freq.value = jnp.asarray(rope.inverse_frequencies(
+      config.head_dim, config.rope_theta, config.scaling))
+  return model
+
+
+def config_from_arch(arch: Mapping[str, Any]) -> LlamaConfig:
+  """LlamaConfig from an ml_collections `model.arch` section (HF field names)."""
+  return LlamaConfig.from_hf(dict(arch), source="config.model.arch")
+
+
+def count_params(model: Llama) -> int:
+  return sum(int(np.prod(getattr(model, n).value.shape))
+             for n in model.config.param_shapes())
+
+
+def layer_subset(spec: str | Sequence[int], num_layers: int) -> tuple[int, ...]:
+  """Parses a layer selection: "all", "upper_half" or a comma-separated list of indices."""
+  if isinstance(spec, str):
+    if spec == "all":
+      return tuple(range(num_layers))
+    if spec == "upper_half":
+      return tuple(range(num_layers // 2, num_layers))
+    spec = [int(s) for s in spec.split(",") if s.strip()]
+  out = tuple(sorted(set(int(i) for i in spec)))
+  if not out or out[0] < 0 or out[-1] >= num_layers:
+    raise ValueError(f"layer selection {spec!r} is not within 0..{num_layers - 1}")
+  return out

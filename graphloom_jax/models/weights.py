@@ -1,0 +1,351 @@
+"""Weight loaders for the Llama decoder. Every loader returns `(LlamaConfig, params)` with
+params a flat {name: np.ndarray} dict in our layout (see `LlamaConfig.param_shapes`), and fails
+loudly: every missing, unexpected or mis-shaped tensor is collected and reported in one error.
+
+Sources:
+  - Hugging Face safetensors folders (`config.json` + `model.safetensors` or the sharded
+    `model.safetensors.index.json`), PyTorch (out, in) layout;
+  - Flax msgpack checkpoints as written by transformers 4.x `FlaxLlamaForCausalLM`
+    (`flax_model.msgpack`, Linen (in, out) kernels);
+  - GGUF files (llama.cpp), dequantised with the `gguf` package, llama.cpp's rotary row
+    permutation of the Q/K projections undone;
+  - our own orbax checkpoints (`save_orbax` / `load_orbax`).
+"""
+
+import json
+import os
+import pathlib
+import re
+from typing import Callable, Mapping
+
+import numpy as np
+
+from graphloom_jax.models.llama import LAYER_PARAMS, LlamaConfig
+
+Array = np.ndarray
+
+# Our name -> (HF per-layer name, transform from the HF (out, in) tensor to our layout).
+_HF_LAYER = {
+    "attn_norm": ("input_layernorm.weight", lambda w, c: w),
+    "wq": ("self_attn.q_proj.weight",
+           lambda w, c: w.T.reshape(c.hidden_size, c.num_heads, c.head_dim)),
+    "wk": ("self_attn.k_proj.weight",
+           lambda w, c: w.T.reshape(c.hidden_size, c.num_kv_heads, c.head_dim)),
+    "wv": ("self_attn.v_proj.weight",
+           lambda w, c: w.T.reshape(c.hidden_size, c.num_kv_heads, c.head_dim)),
+    "wo": ("self_attn.o_proj.weight",
+           lambda w, c: w.T.reshape(c.num_heads, c.head_dim, c.hidden_size)),
+    "mlp_norm": ("post_attention_layernorm.weight", lambda w, c: w),
+    "w_gate": ("mlp.gate_proj.weight", lambda w, c: w.T),
+    "w_up": ("mlp.up_proj.weight", lambda w, c: w.T),
+    "w_down": ("mlp.down_proj.weight", lambda w, c: w.T),
+}
+_HF_GLOBAL = {
+    "embed": ("model.embed_tokens.weight", lambda w, c: w),
+    "final_norm": ("model.norm.weight", lambda w, c: w),
+    "lm_head": ("lm_head.weight", lambda w, c: w.T),
+}
+# Buffers some checkpoints carry that hold no parameters.
+_IGNORED = re.compile(r".*rotary_emb\.inv_freq$")
+
+
+class WeightsError(ValueError):
+  """A checkpoint cannot be loaded; the message lists every problem found."""
+
+
+def _hf_expected_shapes(c: LlamaConfig) -> dict[str, tuple[int, ...]]:
+  d, n, k, h, f, v = (c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim,
+                      c.intermediate_size, c.vocab_size)
+  per_layer = {"input_layernorm.weight": (d,), "post_attention_layernorm.weight": (d,),
+               "self_attn.q_proj.weight": (n * h, d), "self_attn.k_proj.weight": (k * h, d),
+               "self_attn.v_proj.weight": (k * h, d), "self_attn.o_proj.weight": (d, n * h),
+               "mlp.gate_proj.weight": (f, d), "mlp.up_proj.weight": (f, d),
+               "mlp.down_proj.weight": (d, f)}
+  shapes = {"model.embed_tokens.weight": (v, d), "model.norm.weight": (d,)}
+  if not c.tie_word_embeddings:
+    shapes["lm_head.weight"] = (v, d)
+  for i in range(c.num_layers):
+    for name, shape in per_layer.items():
+      shapes[f"model.layers.{i}.{name}"] = shape
+  return shapes
+
+
+def from_hf_tensors(config: LlamaConfig, tensors: Mapping[str, Array],
+                    source: str) -> dict[str, Array]:
+  """HF-named tensors (PyTorch layout) -> our stacked layout, checking everything first."""
+  expected = _hf_expected_shapes(config)
+  problems = []
+  for name, shape in expected.items():
+    if name not in tensors:
+      problems.append(f"missing tensor {name!r} (expected shape {shape})")
+    elif tuple(tensors[name].shape) != shape:
+      problems.append(f"tensor {name!r} has shape {tuple(tensors[name].shape)}, "
+                      f"config expects {shape}")
+  for name in tensors:
+    if name not in expected and not _IGNORED.match(name):
+      if name == "lm_head.weight" and config.tie_word_embeddings:
+        continue  # some tied checkpoints still store the (identical) head
+      problems.append(f"unexpected tensor {name!r}")
+  if problems:
+    raise WeightsError(f"{source}: {len(problems)} problem(s):\n  " + "\n  ".join(problems))
+  params = {}
+  for ours, (hf, fn) in _HF_GLOBAL.items():
+    if hf in expected:
+      params[ours] = np.ascontiguousarray(fn(np.asarray(tensors[hf]), config))
+  for ours, (hf, fn) in _HF_LAYER.items():
+    params[ours] = np.stack([fn(np.asarray(tensors[f"model.layers.{i}.{hf}"]), config)
+                             for i in range(config.num_layers)])
+  return params
+
+
+def to_hf_tensors(config: LlamaConfig, params: Mapping[str, Array]) -> dict[str, Array]:
+  """Inverse of `from_hf_tensors` (used by conversion and round-trip tests)."""
+  c = config
+  out = {"model.embed_tokens.weight": params["embed"], "model.norm.weight": params["final_norm"]}
+  if not c.tie_word_embeddings:
+    out["lm_head.weight"] = params["lm_head"].T
+  inverse = {
+      "attn_norm": lambda w: w, "mlp_norm": lambda w: w,
+      "wq": lambda w: w.reshape(c.hidden_size, -1).T,
+      "wk": lambda w: w.reshape(c.hidden_size, -1).T,
+      "wv": lambda w: w.reshape(c.hidden_size, -1).T,
+      "wo": lambda w: w.reshape(-1, c.hidden_size).T,
+      "w_gate": lambda w: w.T, "w_up": lambda w: w.T, "w_down": lambda w: w.T,
+  }
+  for ours, (hf, _) in _HF_LAYER.items():
+    for i in range(c.num_layers):
+      out[f"model.layers.{i}.{hf}"] = np.ascontiguousarray(inverse[ours](params[ours][i]))
+  return {k: np.ascontiguousarray(v) for k, v in out.items()}
+
+
+def _require(path: pathlib.Path, what: str) -> pathlib.Path:
+  if not path.exists():
+    raise FileNotFoundError(f"{what} not found: {path}")
+  return path
+
+
+def read_hf_config(folder: str | os.PathLike) -> LlamaConfig:
+  path = _require(pathlib.Path(folder) / "config.json", "model config")
+  try:
+    hf = json.loads(path.read_text())
+  except json.JSONDecodeError as e:
+    raise WeightsError(f"{path}: not valid JSON ({e})") from None
+  return LlamaConfig.from_hf(hf, source=str(path))
+
+
+def load_safetensors(folder: str | os.PathLike) -> tuple[LlamaConfig, dict[str, Array]]:
+  """A Hugging Face folder with a single or sharded safetensors checkpoint."""
+  from safetensors import SafetensorError
+  from safetensors.numpy import load_file
+
+  folder = pathlib.Path(folder)
+  config = read_hf_config(folder)
+  index = folder / "model.safetensors.index.json"
+  if index.exists():
+    try:
+      weight_map = json.loads(index.read_text())["weight_map"]
+    except (json.JSONDecodeError, KeyError) as e:
+      raise WeightsError(f"{index}: not a safetensors index ({e!r})") from None
+    files = sorted(set(weight_map.values()))
+  else:
+    files = ["model.safetensors"]
+  tensors = {}
+  for name in files:
+    path = _require(folder / name, "safetensors shard")
+    try:
+      tensors.update(load_file(str(path)))
+    except (SafetensorError, OSError, ValueError) as e:
+      raise WeightsError(f"{path}: cannot read safetensors file (truncated or corrupt?): {e}")
+  tensors = {k: v.astype(np.float32) if v.dtype != np.float32 else v for k, v in tensors.items()}
+  return config, from_hf_tensors(config, tensors, str(folder))
+
+
+def load_flax_msgpack(folder: str | os.PathLike) -> tuple[LlamaConfig, dict[str, Array]]:
+  """A transformers 4.x `FlaxLlamaForCausalLM` folder (`config.json` + `flax_model.msgpack`)."""
+  from flax import serialization, traverse_util
+
+  folder = pathlib.Path(folder)
+  config = read_hf_config(folder)
+  path = _require(folder / "flax_model.msgpack", "Flax checkpoint")
+  try:
+    tree = serialization.msgpack_restore(path.read_bytes())
+  except Exception as e:  # msgpack raises several unrelated types on corrupt input
+    raise WeightsError(f"{path}: cannot read Flax msgpack checkpoint: {e}") from None
+  flat = traverse_util.flatten_dict(tree, sep=".")
+  if any(k.startswith("params.") for k in flat):
+    flat = {k[len("params."):]: v for k, v in flat.items() if k.startswith("params.")}
+  tensors = {}
+  for key, value in flat.items():
+    value = np.asarray(value, dtype=np.float32)
+    if key.endswith(".kernel"):  # Linen Dense kernels are (in, out)
+      tensors[key[:-len("kernel")] + "weight"] = value.T
+    elif key.endswith(".embedding"):
+      tensors[key[:-len("embedding")] + "weight"] = value
+    else:
+      tensors[key] = value
+  return config, from_hf_tensors(config, tensors, str(path))
+
+
+def _gguf_field(reader, key, default=None):
+  field = reader.fields.get(key)
+  return default if field is None else field.contents()
+
+
+def _unpermute_rotary(w: Array, n_head: int) -> Array:
+  """Undoes llama.cpp's interleaving of Q/K rows for its rotary layout."""
+  rows, cols = w.shape
+  return w.reshape(n_head, rows // n_head // 2, 2, cols).swapaxes(1, 2).reshape(rows, cols)
+
+
+def gguf_config(reader, source: str) -> LlamaConfig:
+  arch = _gguf_field(reader, "general.architecture")
+  if arch != "llama":
+    raise WeightsError(f"{source}: unsupported GGUF architecture {arch!r} (expected 'llama')")
+  p = "llama."
+  missing = [k for k in ("block_count", "embedding_length", "feed_forward_length",
+                         "attention.head_count") if _gguf_field(reader, p + k) is None]
+  if missing:
+    raise WeightsError(f"{source}: GGUF metadata lacks {[p + k for k in missing]}")
+  heads = int(_gguf_field(reader, p + "attention.head_count"))
+  width = int(_gguf_field(reader, p + "embedding_length"))
+  tokens = _gguf_field(reader, "tokenizer.ggml.tokens")
+  vocab = _gguf_field(reader, p + "vocab_size") or (len(tokens) if tokens else None)
+  names = {t.name for t in reader.tensors}
+  eos = _gguf_field(reader, "tokenizer.ggml.eos_token_id")
+  scaling = None
+  if _gguf_field(reader, p + "rope.scaling.type") == "linear":
+    scaling = (("factor", float(_gguf_field(reader, p + "rope.scaling.factor"))),
+               ("rope_type", "linear"))
+  return LlamaConfig(
+      vocab_size=int(vocab), hidden_size=width,
+      intermediate_size=int(_gguf_field(reader, p + "feed_forward_length")),
+      num_layers=int(_gguf_field(reader, p + "block_count")), num_heads=heads,
+      num_kv_heads=int(_gguf_field(reader, p + "attention.head_count_kv", heads)),
+      head_dim=int(_gguf_field(reader, p + "rope.dimension_count", width // heads)),
+      rope_theta=float(_gguf_field(reader, p + "rope.freq_base", 10000.0)),
+      rope_scaling=scaling,
+      rms_norm_eps=float(_gguf_field(reader, p + "attention.layer_norm_rms_epsilon", 1e-5)),
+      tie_word_embeddings="output.weight" not in names,
+      max_position_embeddings=int(_gguf_field(reader, p + "context_length", 2048)),
+      bos_token_id=_gguf_field(reader, "tokenizer.ggml.bos_token_id"),
+      eos_token_ids=() if eos is None else (int(eos),))
+
+
+_GGUF_TO_HF = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
+_GGUF_LAYER_TO_HF = {
+    "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
+    "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+
+
+def open_gguf(path: str | os.PathLike):
+  import gguf
+
+  path = _require(pathlib.Path(path), "GGUF file")
+  try:
+    return gguf.GGUFReader(str(path))
+  except Exception as e:  # the reader raises ValueError/IndexError/struct errors when truncated
+    raise WeightsError(f"{path}: cannot read GGUF file (truncated or corrupt?): "
+                       f"{type(e).__name__}: {e}") from None
+
+
+def load_gguf(path: str | os.PathLike) -> tuple[LlamaConfig, dict[str, Array]]:
+  """A llama.cpp GGUF file (any quantisation the `gguf` package dequantises)."""
+  import gguf
+
+  reader = open_gguf(path)
+  config = gguf_config(reader, str(path))
+  tensors = {}
+  layer_re = re.compile(r"blk\.(\d+)\.(\w+)\.weight$")
+  for t in reader.tensors:
+    try:
+      w = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
+    except Exception as e:
+      raise WeightsError(f"{path}: cannot dequantise tensor {t.name!r} "
+                         f"({t.tensor_type.name}): {e}") from None
+    m = layer_re.match(t.name)
+    if m and m.group(2) in _GGUF_LAYER_TO_HF:
+      kind = m.group(2)
+      if kind == "attn_q":
+        w = _unpermute_rotary(w, config.num_heads)
+      elif kind == "attn_k":
+        w = _unpermute_rotary(w, config.num_kv_heads)
+      tensors[f"model.layers.{m.group(1)}.{_GGUF_LAYER_TO_HF[kind]}.weight"] = w
+    else:
+      tensors[_GGUF_TO_HF.get(t.name, t.name)] = w
+  return config, from_hf_tensors(config, tensors, str(path))
+
+
+ORBAX_CONFIG = "llama_config.json"
+ORBAX_PARAMS = "params"
+ORBAX_TOKENIZER = "tokenizer"
+
+
+def save_orbax(folder: str | os.PathLike, config: LlamaConfig, params: Mapping[str, Array]):
+  """Writes our layout as an orbax checkpoint plus the config (tokenizer saved by the caller)."""
+  import orbax.checkpoint as ocp
+
+  folder = pathlib.Path(folder).absolute()
+  folder.mkdir(parents=True, exist_ok=True)
+  (folder / ORBAX_CONFIG).write_text(config.to_json())
+  with ocp.StandardCheckpointer() as ckpt:
+    ckpt.save(folder / ORBAX_PARAMS, {k: np.asarray(v) for k, v in params.items()}, force=True)
+
+
+def is_orbax(path: str | os.PathLike) -> bool:
+  path = pathlib.Path(path)
+  return (path / ORBAX_CONFIG).exists() and (path / ORBAX_PARAMS).exists()
+
+
+def load_orbax(folder: str | os.PathLike) -> tuple[LlamaConfig, dict[str, Array]]:
+  import orbax.checkpoint as ocp
+
+  folder = pathlib.Path(folder).absolute()
+  config_path = _require(folder / ORBAX_CONFIG, "graphloom_jax config")
+  try:
+    config = LlamaConfig.from_dict(json.loads(config_path.read_text()))
+  except (json.JSONDecodeError, TypeError) as e:
+    raise WeightsError(f"{config_path}: not a graphloom_jax Llama config ({e})") from None
+  try:
+    with ocp.StandardCheckpointer() as ckpt:
+      params = ckpt.restore(folder / ORBAX_PARAMS)
+  except Exception as e:  # orbax surfaces tensorstore/OS errors of many kinds
+    raise WeightsError(f"{folder / ORBAX_PARAMS}: cannot restore orbax checkpoint: {e}") from None
+  return config, {k: np.asarray(v) for k, v in params.items()}
+
+
+def detect_format(path: str | os.PathLike) -> str:
+  """One of "gguf", "orbax", "safetensors", "flax_msgpack"; a clear error otherwise."""
+  path = pathlib.Path(path)
+  if not path.exists():
+    raise FileNotFoundError(f"weights not found: {path}")
+  if path.is_file():
+    if path.suffix == ".gguf":
+      return "gguf"
+    raise WeightsError(f"{path}: a weights file must be .gguf; folders hold safetensors, "
+                       "flax_model.msgpack or orbax checkpoints")
+  if is_orbax(path):
+    return "orbax"
+  if (path / "model.safetensors").exists() or (path / "model.safetensors.index.json").exists():
+    return "safetensors"
+  if (path / "flax_model.msgpack").exists():
+    return "flax_msgpack"
+  raise WeightsError(f"{path}: no model.safetensors(.index.json), flax_model.msgpack or orbax "
+                     f"checkpoint ({ORBAX_CONFIG} + {ORBAX_PARAMS}/) in this folder")
+
+
+LOADERS: dict[str, Callable] = {"gguf": load_gguf, "orbax": load_orbax,
+                                "safetensors": load_safetensors,
+                                "flax_msgpack": load_flax_msgpack}
+
+
+def load(path: str | os.PathLike) -> tuple[str, LlamaConfig, dict[str, Array]]:
+  fmt = detect_format(path)
+  config, params = LOADERS[fmt](path)
+  return fmt, config, params
