@@ -1,0 +1,121 @@
+"""The reliability router as an nnx module: produces the decoder's `route(h, memory)` callable.
+
+Shapes: B batch, T query length, M slots, D model width, R router width, F slot features,
+V visual width.
+
+  q_t  = W_q h_t / sqrt(R)       h_t: residual stream entering the first memory layer [B, T, D]
+  k_p  = W_k P(Emb(key_p))       the projected slot keys of the Memory [B, M, D]
+  w_v . v_t                      v: pooled visual context of the example [B, V], the same for all t
+  phi(f_p)                       2-layer MLP (tanh) on the slot features [B, M, F]
+  c_p  = calibration(conf_ext)   temperature sigmoid(logit(c) / T) or Platt sigmoid(a logit(c) + b)
+
+The calibration parameters are not trained by gradient: they are fitted on validation data
+(`fit_calibration`) and kept in their own variable type so optimisers filtered on nnx.Param
+never see them.
+"""
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from graphloom_jax.models import memory as memory_lib
+from graphloom_jax.ops import routing
+
+
+class Calibration(nnx.Variable):
+  """Post-hoc calibration state (fitted, not trained)."""
+
+
+class RouterInputs(NamedTuple):
+  """What the router needs besides the decoder state: the per-example slot side information."""
+  features: jax.Array  # [B, M, F]
+  reliability: jax.Array  # [B, M] raw conf_ext
+  visual: jax.Array  # [B, V]
+  is_entity: jax.Array  # [B, M] bool
+
+
+class Router(nnx.Module):
+
+  def __init__(self, model_dim: int, visual_dim: int, num_features: int, *, router_dim: int = 64,
+               feature_hidden: int = 32, beta: float = 2.0, bias: float = -1.0,
+               epsilon: float = 0.3, entity_k: int = 2, relation_k: int = 2,
+               calibration: str = "temperature", rngs: nnx.Rngs):
+    if calibration not in ("temperature", "platt"):
+      raise ValueError(f"router calibration={calibration!r}; expected 'temperature' or 'platt'")
+    self.q_proj = nnx.Linear(model_dim, router_dim, use_bias=False, rngs=rngs)
+    self.k_proj = nnx.Linear(model_dim, router_dim, use_bias=False, rngs=rngs)
+    self.w_v = nnx.Linear(visual_dim, 1, use_bias=False, rngs=rngs)
+    self.phi_hidden = nnx.Linear(num_features, feature_hidden, rngs=rngs)
+    self.phi_out = nnx.Linear(feature_hidden, 1, rngs=rngs)
+    self.temperature = Calibration(jnp.ones((), jnp.float32))
+    self.platt = Calibration(jnp.array([1.0, 0.0], jnp.float32))
+    self.router_dim = router_dim
+    self.beta, self.bias, self.epsilon = beta, bias, epsilon
+    self.entity_k, self.relation_k = entity_k, relation_k
+    self.calibration = calibration
+
+  @classmethod
+  def from_config(cls, config, model_dim: int, visual_dim: int, num_features: int,
+                  rngs: nnx.Rngs) -> "Router":
+    """Build from a full config (sections `router` and `memory`)."""
+    mem, r = config.memory, config.router
+    if mem.entity_slots + mem.relation_slots != mem.active_slots:
+      raise ValueError(
+          f"config.memory: entity_slots ({mem.entity_slots}) + relation_slots "
+          f"({mem.relation_slots}) must equal active_slots ({mem.active_slots})")
+    return cls(model_dim, visual_dim, num_features, router_dim=r.get("router_dim", 64),
+               feature_hidden=r.feature_hidden, beta=r.beta, bias=r.bias, epsilon=r.epsilon,
+               entity_k=mem.entity_slots, relation_k=mem.relation_slots,
+               calibration=r.calibration, rngs=rngs)
+
+  def calibrate(self, reliability: jax.Array) -> jax.Array:
+    """c_p from raw reliabilities [..., M]."""
+    z = routing.safe_logit(reliability)
+    if self.calibration == "temperature":
+      return routing.apply_temperature(z, self.temperature[...])
+    a, b = self.platt[...]
+    return routing.apply_platt(z, a, b)
+
+  def fit_calibration(self, reliability: jax.Array, utility: jax.Array,
+                      mask: jax.Array | None = None) -> None:
+    """Fit the calibration of c_p on validation slots: raw reliabilities vs 0/1 utility, [N]."""
+    z = routing.safe_logit(reliability.reshape(-1))
+    y = utility.reshape(-1)
+    w = None if mask is None else mask.reshape(-1)
+    if self.calibration == "temperature":
+      self.temperature[...] = routing.fit_temperature(z, y, w)
+    else:
+      a, b = routing.fit_platt(z, y, w)
+      self.platt[...] = jnp.stack([a, b])
+
+  def feature_term(self, features: jax.Array) -> jax.Array:
+    """phi(f_p): [B, M, F] -> [B, M]."""
+    return self.phi_out(jnp.tanh(self.phi_hidden(features)))[..., 0]
+
+  def __call__(self, h: jax.Array, slot_keys: jax.Array, slot_valid: jax.Array,
+               inputs: RouterInputs) -> routing.Routing:
+    """Routing for residual-stream states h [B, T, D] over the projected slot keys [B, M, D]."""
+    h = h.astype(jnp.float32)
+    q = self.q_proj(h) / math.sqrt(self.router_dim)
+    k = self.k_proj(slot_keys.astype(jnp.float32))
+    visual = self.w_v(inputs.visual.astype(jnp.float32))[:, 0]  # [B]
+    visual = jnp.broadcast_to(visual[:, None], h.shape[:2])
+    return routing.route(
+        q, k, visual, self.feature_term(inputs.features), self.calibrate(inputs.reliability),
+        slot_valid, inputs.is_entity, beta=self.beta, bias=self.bias, entity_k=self.entity_k,
+        relation_k=self.relation_k, epsilon=self.epsilon)
+
+  def route_fn(self, inputs: RouterInputs, record: list | None = None) -> memory_lib.Router:
+    """The decoder's router callable. When `record` is a list, each call's Routing is appended
+    to it (the losses need the scores the forward pass used; the list is filled while tracing)."""
+
+    def route(h: jax.Array, memory: memory_lib.Memory):
+      r = self(h, memory.slot_keys, memory.slot_valid, inputs)
+      if record is not None:
+        record.append(r)
+      return r.active, r.bias.astype(h.dtype)
+
+    return route

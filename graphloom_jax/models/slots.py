@@ -1,0 +1,170 @@
+"""HieraSlot memories: entity and relation slots from a retrieved subgraph (MISSION.md section 3).
+
+Shapes: B batch, M slot-bank size (2 x triples), E text-embedding width, D model width,
+F slot features.
+
+Every retrieved triple t = (s, r, o) yields two slots:
+  entity slot   key Emb(s), value Emb(r (+) o)
+  relation slot key Emb(r), value Emb(s (+) o)
+where (+) is text concatenation with one space, embedded as one phrase ("located in" (+)
+"kitchen" -> Emb("located in kitchen")). We chose this over a sum of embeddings because the
+sentence embedder then sees the words together (a sum of two unit vectors loses word order and
+which word modifies which, and its norm depends on how similar the two parts are).
+
+Bank layout (fixed so that slot types are static under jit): with n = bank_size // 2 triple
+places, entity slot i sits at index i and relation slot i at index n + i; places beyond the
+retrieved triples are padding (valid = False). When more than n triples are given the n with the
+highest retrieval score are kept (stable order among equal scores).
+
+Features f_p (F = 5, all in [0, 1] for in-range inputs):
+  0 retrieval score of the triple, 1 conf_ext, 2 centrality,
+  3 context: the slot's key text occurs in the question (word-boundary match after lowercasing),
+  4 slot type: 1 for entity slots, 0 for relation slots.
+
+Slot utility (the label of the calibration and contrastive losses) is gold-support membership:
+1 when the slot's triple equals one of the example's gold supporting triples (compared after
+lowercasing and folding whitespace), else 0; both slots of a triple share it.
+
+Host side: `build_bank` (numpy, calls the embedder once per unique text) and `stack_banks`.
+Device side: `SlotProjection`, the learned P(x) = W_p x + b_p into model width.
+"""
+
+import dataclasses
+import re
+from typing import Any, Callable, Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+NUM_FEATURES = 5
+_FIELDS = ("subject", "relation", "object", "score", "conf_ext", "centrality")
+
+
+def _norm(text: str) -> str:
+  return " ".join(str(text).lower().split())
+
+
+def _field(triple: Any, name: str, index: int) -> Any:
+  if isinstance(triple, Mapping):
+    if name in triple:
+      return triple[name]
+  elif hasattr(triple, name):
+    return getattr(triple, name)
+  raise KeyError(f"triple {index} ({triple!r}) has no field {name!r}; "
+                 f"expected the fields {_FIELDS}")
+
+
+def _unit_interval(value: Any, name: str, index: int) -> float:
+  v = float(value)
+  if not 0.0 <= v <= 1.0 or not np.isfinite(v):
+    raise ValueError(f"triple {index}: {name}={value!r} must lie in [0, 1]")
+  return v
+
+
+@dataclasses.dataclass
+class SlotBank:
+  """One example's slot bank (numpy, host side); shapes without the batch axis."""
+  keys: np.ndarray  # [M, E] key text embeddings
+  values: np.ndarray  # [M, E] value text embeddings
+  valid: np.ndarray  # [M] bool
+  is_entity: np.ndarray  # [M] bool
+  features: np.ndarray  # [M, F]
+  reliability: np.ndarray  # [M] raw reliability conf_ext (calibrated later by the router)
+  utility: np.ndarray  # [M] float 0/1 gold-support membership
+  triple_index: np.ndarray  # [M] int index into the triples given, -1 for padding
+
+
+def _mentioned(text: str, question: str) -> float:
+  text = _norm(text)
+  if not text:
+    return 0.0
+  return float(re.search(r"(?<!\w)" + re.escape(text) + r"(?!\w)", question) is not None)
+
+
+def build_bank(triples: Sequence[Any], embed: Callable[[list[str]], np.ndarray], bank_size: int,
+               question: str = "", gold: Sequence[Any] = ()) -> SlotBank:
+  """Slot bank of one example.
+
+  Args:
+    triples: retrieved triples, mappings or objects with subject, relation, object, score,
+      conf_ext, centrality (the last three in [0, 1]).
+    embed: texts -> [N, E] embeddings (for example `load_embedder().embed`).
+    bank_size: M, even; holds bank_size // 2 triples.
+    question: the question, for the context feature.
+    gold: gold supporting triples (mappings/objects with subject, relation, object), for utility.
+  """
+  if bank_size <= 0 or bank_size % 2:
+    raise ValueError(f"bank_size={bank_size} must be a positive even number (2 slots a triple)")
+  n = bank_size // 2
+  rows = []
+  for i, t in enumerate(triples):
+    s, r, o = (str(_field(t, f, i)) for f in ("subject", "relation", "object"))
+    rows.append((i, s, r, o, _unit_interval(_field(t, "score", i), "score", i),
+                 _unit_interval(_field(t, "conf_ext", i), "conf_ext", i),
+                 _unit_interval(_field(t, "centrality", i), "centrality", i)))
+  if len(rows) > n:
+    rows = sorted(rows, key=lambda row: -row[4])[:n]
+  gold_set = {tuple(_norm(_field(g, f, j)) for f in ("subject", "relation", "object"))
+              for j, g in enumerate(gold)}
+  q = _norm(question)
+
+  texts = []
+  for _, s, r, o, *_ in rows:
+    texts += [s, f"{r} {o}", r, f"{s} {o}"]
+  unique = sorted(set(texts))
+  if unique:
+    table = np.asarray(embed(unique), np.float32)
+    if table.ndim != 2 or table.shape[0] != len(unique):
+      raise ValueError(f"embed returned shape {table.shape} for {len(unique)} texts; "
+                       f"expected [{len(unique)}, E]")
+    width = table.shape[1]
+  else:
+    table = np.zeros((0, 0), np.float32)
+    width = int(np.asarray(embed(["."])).shape[1])
+  lookup = {t: table[j] for j, t in enumerate(unique)}
+
+  keys = np.zeros((bank_size, width), np.float32)
+  values = np.zeros((bank_size, width), np.float32)
+  valid = np.zeros((bank_size,), bool)
+  is_entity = np.arange(bank_size) < n
+  features = np.zeros((bank_size, NUM_FEATURES), np.float32)
+  reliability = np.zeros((bank_size,), np.float32)
+  utility = np.zeros((bank_size,), np.float32)
+  triple_index = np.full((bank_size,), -1, np.int32)
+  for j, (i, s, r, o, score, conf, cent) in enumerate(rows):
+    useful = float((_norm(s), _norm(r), _norm(o)) in gold_set)
+    for p, key, value, is_ent in ((j, s, f"{r} {o}", 1.0), (n + j, r, f"{s} {o}", 0.0)):
+      keys[p] = lookup[key]
+      values[p] = lookup[value]
+      valid[p] = True
+      features[p] = (score, conf, cent, _mentioned(key, q), is_ent)
+      reliability[p] = conf
+      utility[p] = useful
+      triple_index[p] = i
+  return SlotBank(keys, values, valid, is_entity, features, reliability, utility, triple_index)
+
+
+def stack_banks(banks: Sequence[SlotBank]) -> dict[str, np.ndarray]:
+  """Batch of banks as a dict of [B, ...] arrays (field names of SlotBank)."""
+  if not banks:
+    raise ValueError("stack_banks needs at least one bank")
+  shapes = {b.keys.shape for b in banks}
+  if len(shapes) != 1:
+    raise ValueError(f"banks differ in shape {sorted(shapes)}; build them with one bank_size "
+                     "and one embedder")
+  return {f.name: np.stack([getattr(b, f.name) for b in banks])
+          for f in dataclasses.fields(SlotBank)}
+
+
+class SlotProjection(nnx.Module):
+  """P(x) = W_p x + b_p from text-embedding width E into model width D, shared by keys/values."""
+
+  def __init__(self, embed_dim: int, model_dim: int, *, rngs: nnx.Rngs):
+    self.proj = nnx.Linear(embed_dim, model_dim, rngs=rngs)
+
+  def __call__(self, keys: jax.Array, values: jax.Array, valid: jax.Array):
+    """keys, values [B, M, E], valid [B, M] -> ([B, M, D], [B, M, D]), zero on padding."""
+    m = valid[..., None].astype(keys.dtype)
+    return self.proj(keys) * m, self.proj(values) * m
