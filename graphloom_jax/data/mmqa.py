@@ -1,0 +1,274 @@
+"""Reader for the official MultiModalQA (MMQA) JSONL files, and for the embedded benchmark,
+which uses the same layout.
+
+Files (plain `.jsonl` or `.jsonl.gz`, one JSON object per line):
+  MMQA_<split>.jsonl   questions: qid, question, answers (absent in the test split), metadata
+                       (type such as "Compose(TableQ,ImageListQ)", modalities, image_doc_ids,
+                       text_doc_ids, table_id, intermediate_answers, ...), supporting_context.
+  MMQA_texts.jsonl     {title, url, id, text}
+  MMQA_tables.jsonl    {title, url, id, table: {table_name, header: [{column_name, metadata}],
+                        table_rows: [[{text, links}]]}}
+  MMQA_images.jsonl    {title, url, id, path}
+Fields beyond these are kept in each record's `extra` (the embedded benchmark stores its
+multiple-choice options, gold triples and scene graphs there).
+
+Quirks of the real dev file (../shared/data/README.md): some questions list the same supporting
+document more than once (`Question.supporting_doc_ids` deduplicates, keeping order); one gold
+document is missing from its question's candidate list (`Question.gold_outside_candidates`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+
+from graphloom_jax.graph.triples import ReadReport, TripleFormatError, iter_jsonl
+
+
+class MMQAFormatError(TripleFormatError):
+  """An MMQA record that does not match the format; the message names file, line and qid."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+  answer: str
+  type: str = "string"
+  modality: str = ""
+  text_instances: tuple = ()
+  table_indices: tuple[tuple[int, int], ...] = ()
+  image_instances: tuple = ()
+
+
+@dataclasses.dataclass
+class Question:
+  qid: str
+  question: str
+  answers: list[Answer]
+  type: str
+  modalities: list[str]
+  image_doc_ids: list[str]
+  text_doc_ids: list[str]
+  table_id: str | None
+  intermediate_answers: list[list[Answer]]
+  supporting_context: list[tuple[str, str]]
+  metadata: dict
+  extra: dict
+
+  @property
+  def family(self) -> str:
+    """'Compose', 'Compare', 'Intersect', or the single-modality type ('TextQ', 'ImageQ', ...)."""
+    return self.type.split("(", 1)[0]
+
+  @property
+  def answer_texts(self) -> list[str]:
+    return [a.answer for a in self.answers]
+
+  @property
+  def supporting_doc_ids(self) -> list[str]:
+    """Supporting document ids, duplicates removed, in first-seen order."""
+    return list(dict.fromkeys(doc for doc, _ in self.supporting_context))
+
+  @property
+  def candidate_doc_ids(self) -> list[str]:
+    ids = self.image_doc_ids + self.text_doc_ids + ([self.table_id] if self.table_id else [])
+    return list(dict.fromkeys(ids))
+
+  @property
+  def gold_outside_candidates(self) -> list[str]:
+    cands = set(self.candidate_doc_ids)
+    return [d for d in self.supporting_doc_ids if d not in cands]
+
+
+@dataclasses.dataclass(frozen=True)
+class TextDoc:
+  id: str
+  title: str
+  url: str
+  text: str
+  extra: dict = dataclasses.field(default_factory=dict, compare=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class TableDoc:
+  id: str
+  title: str
+  url: str
+  name: str
+  header: tuple[str, ...]
+  rows: tuple[tuple[str, ...], ...]
+  raw: dict = dataclasses.field(default_factory=dict, compare=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageDoc:
+  id: str
+  title: str
+  url: str
+  path: str
+  extra: dict = dataclasses.field(default_factory=dict, compare=False)
+
+
+def _require(record: dict, key: str, kind, where: str):
+  if key not in record:
+    raise MMQAFormatError(f"{where}: missing key {key!r}")
+  value = record[key]
+  if not isinstance(value, kind):
+    names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+    raise MMQAFormatError(f"{where}: {key!r} must be {names}, got {type(value).__name__}")
+  return value
+
+
+def _answer(record, where: str) -> Answer:
+  if not isinstance(record, dict):
+    raise MMQAFormatError(f"{where}: an answer must be an object, got {type(record).__name__}")
+  text = _require(record, "answer", (str, int, float), where)
+  indices = record.get("table_indices") or []
+  try:
+    indices = tuple((int(r), int(c)) for r, c in indices)
+  except (TypeError, ValueError):
+    raise MMQAFormatError(f"{where}: table_indices must be [[row, col], ...], got "
+                          f"{record.get('table_indices')!r}") from None
+  return Answer(str(text), record.get("type", "string"), record.get("modality", ""),
+                tuple(record.get("text_instances") or ()), indices,
+                tuple(record.get("image_instances") or ()))
+
+
+_QUESTION_KEYS = {"qid", "question", "answers", "metadata", "supporting_context"}
+
+
+def question_from_json(record, where: str) -> Question:
+  if not isinstance(record, dict):
+    raise MMQAFormatError(f"{where}: expected a JSON object, got {type(record).__name__}")
+  qid = _require(record, "qid", str, where)
+  where = f"{where} (qid {qid})"
+  text = _require(record, "question", str, where)
+  meta = _require(record, "metadata", dict, where)
+  answers = [_answer(a, f"{where} answers[{i}]")
+             for i, a in enumerate(record.get("answers") or [])]
+  inter = []
+  for i, group in enumerate(meta.get("intermediate_answers") or []):
+    group = group if isinstance(group, list) else [group]
+    inter.append([_answer(a, f"{where} intermediate_answers[{i}]") for a in group])
+  support = []
+  for i, s in enumerate(record.get("supporting_context") or []):
+    if not isinstance(s, dict) or "doc_id" not in s:
+      raise MMQAFormatError(f"{where}: supporting_context[{i}] must be {{doc_id, doc_part}}, "
+                            f"got {s!r}")
+    support.append((s["doc_id"], s.get("doc_part", "")))
+  qtype = _require(meta, "type", str, f"{where} metadata")
+  for key in ("image_doc_ids", "text_doc_ids", "modalities"):
+    if not isinstance(meta.get(key, []), list):
+      raise MMQAFormatError(f"{where}: metadata.{key} must be a list")
+  return Question(qid=qid, question=text, answers=answers, type=qtype,
+                  modalities=list(meta.get("modalities", [])),
+                  image_doc_ids=list(meta.get("image_doc_ids", [])),
+                  text_doc_ids=list(meta.get("text_doc_ids", [])),
+                  table_id=meta.get("table_id") or None, intermediate_answers=inter,
+                  supporting_context=support, metadata=meta,
+                  extra={k: v for k, v in record.items() if k not in _QUESTION_KEYS})
+
+
+def text_from_json(record, where: str) -> TextDoc:
+  if not isinstance(record, dict):
+    raise MMQAFormatError(f"{where}: expected a JSON object, got {type(record).__name__}")
+  doc_id = _require(record, "id", str, where)
+  where = f"{where} (id {doc_id})"
+  return TextDoc(doc_id, record.get("title", ""), record.get("url", ""),
+                 _require(record, "text", str, where),
+                 {k: v for k, v in record.items() if k not in ("id", "title", "url", "text")})
+
+
+def image_from_json(record, where: str) -> ImageDoc:
+  if not isinstance(record, dict):
+    raise MMQAFormatError(f"{where}: expected a JSON object, got {type(record).__name__}")
+  doc_id = _require(record, "id", str, where)
+  where = f"{where} (id {doc_id})"
+  return ImageDoc(doc_id, record.get("title", ""), record.get("url", ""),
+                  _require(record, "path", str, where),
+                  {k: v for k, v in record.items() if k not in ("id", "title", "url", "path")})
+
+
+def table_from_json(record, where: str) -> TableDoc:
+  if not isinstance(record, dict):
+    raise MMQAFormatError(f"{where}: expected a JSON object, got {type(record).__name__}")
+  doc_id = _require(record, "id", str, where)
+  where = f"{where} (id {doc_id})"
+  table = _require(record, "table", dict, where)
+  header = _require(table, "header", list, f"{where} table")
+  rows = _require(table, "table_rows", list, f"{where} table")
+  try:
+    names = tuple(h["column_name"] for h in header)
+    cells = tuple(tuple(c["text"] for c in row) for row in rows)
+  except (TypeError, KeyError):
+    raise MMQAFormatError(f"{where}: header entries need 'column_name' and cells need "
+                          f"'text'") from None
+  return TableDoc(doc_id, record.get("title", ""), record.get("url", ""),
+                  table.get("table_name", ""), names, cells, record)
+
+
+def _read(path, parse, strict: bool):
+  report = ReadReport(str(path))
+  out = []
+  for lineno, record in iter_jsonl(path, strict, report, what="MMQA record"):
+    try:
+      out.append(parse(record, f"{path}:{lineno}"))
+    except MMQAFormatError as e:
+      if strict:
+        raise
+      report.skipped += 1
+      report.errors.append(str(e))
+    else:
+      report.read += 1
+  return out, report
+
+
+def read_questions(path, strict: bool = True) -> tuple[list[Question], ReadReport]:
+  return _read(path, question_from_json, strict)
+
+
+def read_texts(path, strict: bool = True) -> tuple[list[TextDoc], ReadReport]:
+  return _read(path, text_from_json, strict)
+
+
+def read_tables(path, strict: bool = True) -> tuple[list[TableDoc], ReadReport]:
+  return _read(path, table_from_json, strict)
+
+
+def read_images(path, strict: bool = True) -> tuple[list[ImageDoc], ReadReport]:
+  return _read(path, image_from_json, strict)
+
+
+def find_file(folder, stem: str) -> pathlib.Path | None:
+  """`folder/stem.jsonl.gz` or `folder/stem.jsonl`, whichever exists."""
+  for suffix in (".jsonl.gz", ".jsonl"):
+    path = pathlib.Path(folder) / (stem + suffix)
+    if path.exists():
+      return path
+  return None
+
+
+@dataclasses.dataclass
+class MMQA:
+  """Questions of one split with whichever context files the folder holds (id -> document)."""
+  questions: list[Question]
+  texts: dict[str, TextDoc]
+  tables: dict[str, TableDoc]
+  images: dict[str, ImageDoc]
+  reports: list[ReadReport]
+
+  @classmethod
+  def load(cls, folder, split: str = "dev", strict: bool = True) -> "MMQA":
+    qpath = find_file(folder, f"MMQA_{split}")
+    if qpath is None:
+      raise FileNotFoundError(f"MMQA.load: no MMQA_{split}.jsonl(.gz) in {folder}")
+    questions, qrep = read_questions(qpath, strict)
+    reports = [qrep]
+    docs = {}
+    for name, reader in (("texts", read_texts), ("tables", read_tables),
+                         ("images", read_images)):
+      path = find_file(folder, f"MMQA_{name}")
+      items, rep = reader(path, strict) if path is not None else ([], None)
+      if rep is not None:
+        reports.append(rep)
+      docs[name] = {d.id: d for d in items}
+    return cls(questions, docs["texts"], docs["tables"], docs["images"], reports)

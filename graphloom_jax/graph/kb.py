@@ -1,0 +1,384 @@
+"""Knowledge-base loaders: WordNet 3.0 database files, ConceptNet 5 assertions, VG150 relation
+statistics. Each loader yields `Triple`s whose `confidence` is the normalised source score that
+enrichment compares with tau_KB.
+
+WordNet (wndb(5) format, e.g. Debian's `wordnet-base` in /usr/share/wordnet, or the excerpt
+committed under graphloom_jax/data/resources/wordnet/):
+  data.POS   `offset lex_filenum ss_type w_cnt(hex) {word lex_id(hex)}* p_cnt(3 dec)
+              {symbol offset pos source/target(4 hex)}* [f_cnt {+ f_num w_num}*] | gloss`
+  index.POS  `lemma pos synset_cnt p_cnt {symbol}* sense_cnt tagsense_cnt {offset}*`
+  Lines starting with two spaces are the licence header. Synsets are keyed by their offset
+  field (not by byte position) so that excerpts of the files load the same way.
+  Score of an edge taken from a lemma's i-th sense (1-based, senses ordered by frequency as in
+  index.POS): 1 / i (our choice: the dominant sense passes tau_KB = 0.7, later senses do not).
+
+ConceptNet 5 assertions (`conceptnet-assertions-5.x.csv`): five tab-separated columns
+  `/a/[...]  /r/Relation  /c/en/start[/pos/...]  /c/en/end[/pos/...]  {"weight": w, ...}`.
+  Weights are positive and may exceed 1; `normalize="saturate"` maps w -> 1 - exp(-w)
+  (file-independent: an excerpt and the full file agree), `"max"` maps w -> w / max w.
+
+VG150 relation statistics: score(s, p, o) = count(s, p, o) / sum_p' count(s, p', o), the
+predicate frequency given the subject and object classes, counted from scene graphs.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import math
+import pathlib
+import re
+from typing import Iterable
+
+from graphloom_jax.graph.triples import (Provenance, ReadReport, Triple, TripleFormatError,
+                                         _open_text)
+
+# --------------------------------------------------------------------------------------------
+# WordNet
+# --------------------------------------------------------------------------------------------
+
+POS_FILES = {"n": "noun", "v": "verb", "a": "adj", "r": "adv"}
+
+# Pointer symbol -> relation as read from the synset that holds the pointer.
+WORDNET_RELATIONS = {
+    "@": "is a", "@i": "instance of", "~": "has kind", "~i": "has instance",
+    "#m": "member of", "#s": "substance of", "#p": "part of",
+    "%m": "has member", "%s": "made of", "%p": "has part",
+    "=": "attribute", "!": "antonym",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Pointer:
+  symbol: str
+  offset: int
+  pos: str
+  source_target: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Synset:
+  offset: int
+  pos: str
+  lex_filenum: int
+  words: tuple[str, ...]
+  pointers: tuple[Pointer, ...]
+  gloss: str
+
+  @property
+  def head(self) -> str:
+    """The synset's first word as plain text ("passenger_vehicle" -> "passenger vehicle")."""
+    return self.words[0].replace("_", " ")
+
+
+def parse_data_line(line: str) -> Synset:
+  """Parses one wndb data.POS line; raises ValueError saying which field is wrong."""
+  body, sep, gloss = line.partition("|")
+  if not sep:
+    raise ValueError("missing the '|' that starts the gloss")
+  f = body.split()
+  try:
+    offset, lex_filenum, ss_type = int(f[0]), int(f[1]), f[2]
+    if ss_type not in ("n", "v", "a", "s", "r"):
+      raise ValueError(f"ss_type {ss_type!r} is not one of n v a s r")
+    w_cnt = int(f[3], 16)
+    words = tuple(re.sub(r"\([a-z]+\)$", "", f[4 + 2 * i]) for i in range(w_cnt))
+    for i in range(w_cnt):
+      int(f[5 + 2 * i], 16)
+    i = 4 + 2 * w_cnt
+    p_cnt = int(f[i])
+    pointers = []
+    for j in range(p_cnt):
+      sym, off, pos, st = f[i + 1 + 4 * j: i + 5 + 4 * j]
+      if len(st) != 4:
+        raise ValueError(f"pointer {j}: source/target {st!r} is not 4 hex digits")
+      int(st, 16)
+      pointers.append(Pointer(sym, int(off), pos, st))
+    rest = f[i + 1 + 4 * p_cnt:]
+    if ss_type == "v":
+      f_cnt = int(rest[0])
+      rest = rest[1 + 3 * f_cnt:]
+    if rest:
+      raise ValueError(f"{len(rest)} unexpected field(s) before the gloss: {rest[:3]}")
+  except (IndexError, ValueError) as e:
+    raise ValueError(f"malformed wndb data line ({e})") from None
+  return Synset(offset, "a" if ss_type == "s" else ss_type, lex_filenum, words,
+                tuple(pointers), gloss.strip())
+
+
+def _is_header(line: str) -> bool:
+  return line.startswith("  ")
+
+
+class WordNet:
+  """WordNet synsets and lemma index read from wndb files.
+
+  `WordNet.load(folder, pos="n")` reads data.noun and index.noun (any of n v a r).
+  """
+
+  def __init__(self, synsets: dict[tuple[str, int], Synset],
+               index: dict[tuple[str, str], tuple[int, ...]], report: ReadReport | None = None):
+    self.synsets = synsets
+    self.index = index
+    self.report = report
+
+  @classmethod
+  def load(cls, folder, pos: str | Iterable[str] = "n", strict: bool = True) -> "WordNet":
+    folder = pathlib.Path(folder)
+    report = ReadReport(str(folder))
+    synsets, index = {}, {}
+    for p in pos:
+      if p not in POS_FILES:
+        raise ValueError(f"WordNet.load: unknown part of speech {p!r}; expected one of n v a r")
+      for kind in ("data", "index"):
+        path = folder / f"{kind}.{POS_FILES[p]}"
+        if not path.exists():
+          raise FileNotFoundError(f"WordNet.load: {path} does not exist (wndb folder expected)")
+        with _open_text(path, "r") as f:
+          for lineno, line in enumerate(f, start=1):
+            if _is_header(line) or not line.strip():
+              continue
+            try:
+              if kind == "data":
+                s = parse_data_line(line)
+                synsets[(s.pos, s.offset)] = s
+              else:
+                lemma, offsets = _parse_index_line(line, p)
+                index[(p, lemma)] = offsets
+            except ValueError as e:
+              msg = f"{path}:{lineno}: {e}"
+              if strict:
+                raise TripleFormatError(msg) from None
+              report.skipped += 1
+              report.errors.append(msg)
+            else:
+              report.read += 1
+    return cls(synsets, index, report)
+
+  def senses(self, lemma: str, pos: str = "n") -> list[Synset]:
+    """Synsets of `lemma` in WordNet's sense order (most frequent first)."""
+    key = (pos, lemma.strip().lower().replace(" ", "_"))
+    return [self.synsets[(pos, o)] for o in self.index.get(key, ())
+            if (pos, o) in self.synsets]
+
+  def related(self, synset: Synset, symbol: str) -> list[Synset]:
+    return [self.synsets[(p.pos if p.pos != "s" else "a", p.offset)] for p in synset.pointers
+            if p.symbol == symbol and (p.pos if p.pos != "s" else "a", p.offset) in self.synsets]
+
+  def hypernym_paths(self, synset: Synset) -> list[list[Synset]]:
+    """Every path from `synset` up to a root through @ and @i pointers."""
+    ups = self.related(synset, "@") + self.related(synset, "@i")
+    if not ups:
+      return [[synset]]
+    return [[synset] + path for up in ups for path in self.hypernym_paths(up)]
+
+  def triples(self, lemma: str, pos: str = "n", relations: Iterable[str] = tuple(
+      s for s in WORDNET_RELATIONS if s not in ("~", "~i", "!", "=")),
+              instance: str = "") -> list[Triple]:
+    """One-hop WordNet facts about `lemma`, one per (sense, pointer), scored 1 / sense rank.
+
+    The subject is the lemma as given (the entity name in the graph), objects are the related
+    synsets' first words."""
+    name = lemma.strip().lower().replace("_", " ")
+    out = []
+    for rank, s in enumerate(self.senses(lemma, pos), start=1):
+      for sym in relations:
+        for other in self.related(s, sym):
+          out.append(Triple(name, WORDNET_RELATIONS[sym], other.head.lower(), 1.0 / rank,
+                            "kb:wordnet", Provenance(instance=instance)))
+    return out
+
+  def neighbors(self, entity: str) -> list[Triple]:
+    """KnowledgeSource protocol: facts with `entity` as subject, deduplicated by the best score."""
+    best = {}
+    for t in self.triples(entity):
+      if t.key() not in best or t.confidence > best[t.key()].confidence:
+        best[t.key()] = t
+    return list(best.values())
+
+  name = "kb:wordnet"
+
+
+def _parse_index_line(line: str, pos: str) -> tuple[str, tuple[int, ...]]:
+  f = line.split()
+  try:
+    lemma, p = f[0], f[1]
+    if p != pos:
+      raise ValueError(f"pos {p!r} where {pos!r} was expected")
+    synset_cnt, p_cnt = int(f[2]), int(f[3])
+    i = 4 + p_cnt
+    int(f[i]), int(f[i + 1])
+    offsets = tuple(int(x) for x in f[i + 2:])
+    if len(offsets) != synset_cnt:
+      raise ValueError(f"synset_cnt says {synset_cnt} senses but {len(offsets)} offsets follow")
+  except (IndexError, ValueError) as e:
+    raise ValueError(f"malformed wndb index line ({e})") from None
+  return lemma, offsets
+
+
+# --------------------------------------------------------------------------------------------
+# ConceptNet
+# --------------------------------------------------------------------------------------------
+
+
+def conceptnet_term(uri: str) -> tuple[str, str]:
+  """'/c/en/ice_cream/n/wn/food' -> ('en', 'ice cream')."""
+  parts = uri.split("/")
+  if len(parts) < 4 or parts[1] != "c" or not parts[3]:
+    raise ValueError(f"{uri!r} is not a ConceptNet concept URI (/c/<lang>/<term>...)")
+  return parts[2], parts[3].replace("_", " ")
+
+
+def conceptnet_relation(uri: str) -> str:
+  """'/r/IsA' -> 'is a', '/r/dbpedia/genre' -> 'genre', '/r/PartOf' -> 'part of'."""
+  if not uri.startswith("/r/"):
+    raise ValueError(f"{uri!r} is not a ConceptNet relation URI (/r/...)")
+  name = uri.rsplit("/", 1)[-1]
+  return re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name).lower().replace("_", " ")
+
+
+def load_conceptnet(path, language: str = "en", normalize: str = "saturate",
+                    strict: bool = True) -> tuple[list[Triple], ReadReport]:
+  """Reads ConceptNet 5 assertions (CSV, tab-separated, optionally .gz) into Triples.
+
+  Keeps the edges whose start and end are both in `language`; confidence is the normalised
+  weight (see the module docstring)."""
+  if normalize not in ("saturate", "max"):
+    raise ValueError(f"load_conceptnet: normalize={normalize!r}; expected 'saturate' or 'max'")
+  path = pathlib.Path(path)
+  report = ReadReport(str(path))
+  rows = []
+  with _open_text(path, "r") as f:
+    for lineno, line in enumerate(f, start=1):
+      if not line.strip():
+        continue
+      try:
+        cols = line.rstrip("\n").split("\t")
+        if len(cols) != 5:
+          raise ValueError(f"expected 5 tab-separated columns (URI, relation, start, end, JSON), "
+                           f"got {len(cols)}")
+        rel = conceptnet_relation(cols[1])
+        (ls, s), (lo, o) = conceptnet_term(cols[2]), conceptnet_term(cols[3])
+        try:
+          info = json.loads(cols[4])
+        except json.JSONDecodeError as e:
+          raise ValueError(f"column 5 is not valid JSON ({e.msg})") from None
+        w = info.get("weight") if isinstance(info, dict) else None
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) \
+            or w < 0:
+          raise ValueError(f"column 5 needs a non-negative numeric 'weight', got {w!r}")
+      except ValueError as e:
+        msg = f"{path}:{lineno}: {e}"
+        if strict:
+          raise TripleFormatError(msg) from None
+        report.skipped += 1
+        report.errors.append(msg)
+        continue
+      report.read += 1
+      if ls == language and lo == language:
+        rows.append((s, rel, o, float(w)))
+  if normalize == "max":
+    top = max((w for *_, w in rows), default=1.0) or 1.0
+    score = lambda w: w / top
+  else:
+    score = lambda w: 1.0 - math.exp(-w)
+  return [Triple(s, r, o, score(w), "kb:conceptnet") for s, r, o, w in rows], report
+
+
+class TripleKB:
+  """A KnowledgeSource over a fixed list of triples (ConceptNet, VG150 statistics, ...).
+
+  `neighbors(entity)` returns the triples that have `entity` as subject or object."""
+
+  def __init__(self, triples: Iterable[Triple], name: str):
+    self.name = name
+    self._by_entity = collections.defaultdict(list)
+    for t in triples:
+      self._by_entity[t.subject].append(t)
+      if t.object != t.subject:
+        self._by_entity[t.object].append(t)
+
+  def neighbors(self, entity: str) -> list[Triple]:
+    return list(self._by_entity.get(entity, ()))
+
+
+# --------------------------------------------------------------------------------------------
+# VG150 relation statistics
+# --------------------------------------------------------------------------------------------
+
+
+def load_vg150_vocab(path) -> tuple[list[str], list[str]]:
+  """Reads the VG150 vocabulary file ({"objects": [...150], "predicates": [...50]})."""
+  path = pathlib.Path(path)
+  with open(path, encoding="utf-8") as f:
+    data = json.load(f)
+  if not isinstance(data, dict) or not {"objects", "predicates"} <= data.keys():
+    raise TripleFormatError(f"{path}: expected an object with 'objects' and 'predicates' lists")
+  for key in ("objects", "predicates"):
+    if not all(isinstance(x, str) and x for x in data[key]):
+      raise TripleFormatError(f"{path}: '{key}' must be a list of non-empty strings")
+  return list(data["objects"]), list(data["predicates"])
+
+
+class VG150Stats:
+  """Predicate counts per (subject class, object class) over the VG150 vocabulary."""
+
+  def __init__(self, objects: Iterable[str], predicates: Iterable[str]):
+    self.objects = list(objects)
+    self.predicates = list(predicates)
+    self._objects, self._predicates = set(self.objects), set(self.predicates)
+    self.counts: collections.Counter = collections.Counter()
+
+  def add(self, subject: str, predicate: str, obj: str, count: int = 1) -> bool:
+    """Counts one relation; returns False (and counts nothing) outside the vocabulary."""
+    if subject in self._objects and obj in self._objects and predicate in self._predicates:
+      self.counts[(subject, predicate, obj)] += count
+      return True
+    return False
+
+  def add_scene_graphs(self, graphs: Iterable) -> int:
+    """Counts the relations of scene graphs (anything with `.relations` of (s, p, o))."""
+    n = 0
+    for g in graphs:
+      for s, p, o in g.relations:
+        n += self.add(s, p, o)
+    return n
+
+  def frequency(self, subject: str, predicate: str, obj: str) -> float:
+    total = sum(c for (s, _, o), c in self.counts.items() if s == subject and o == obj)
+    return self.counts[(subject, predicate, obj)] / total if total else 0.0
+
+  def triples(self) -> list[Triple]:
+    """Every counted (s, p, o) as a kb:vg150 triple scored by P(p | s, o), in a stable order."""
+    totals = collections.Counter()
+    for (s, _, o), c in self.counts.items():
+      totals[(s, o)] += c
+    return [Triple(s, p, o, c / totals[(s, o)], "kb:vg150")
+            for (s, p, o), c in sorted(self.counts.items())]
+
+  def to_json(self) -> dict:
+    return {"objects": self.objects, "predicates": self.predicates,
+            "counts": [[s, p, o, c] for (s, p, o), c in sorted(self.counts.items())]}
+
+  def save(self, path) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+      json.dump(self.to_json(), f, indent=0, sort_keys=True)
+      f.write("\n")
+
+  @classmethod
+  def load(cls, path) -> "VG150Stats":
+    path = pathlib.Path(path)
+    with open(path, encoding="utf-8") as f:
+      data = json.load(f)
+    if not isinstance(data, dict) or not {"objects", "predicates", "counts"} <= data.keys():
+      raise TripleFormatError(f"{path}: expected 'objects', 'predicates' and 'counts'")
+    stats = cls(data["objects"], data["predicates"])
+    for i, row in enumerate(data["counts"]):
+      if (not isinstance(row, list) or len(row) != 4 or not isinstance(row[3], int)
+          or row[3] < 0):
+        raise TripleFormatError(f"{path}: counts[{i}] must be [subject, predicate, object, "
+                                f"count >= 0], got {row!r}")
+      if not stats.add(*row):
+        raise TripleFormatError(f"{path}: counts[{i}] {row[:3]} is outside the vocabulary")
+    return stats

@@ -1,0 +1,255 @@
+"""The triple schema of the instance graph, and validated JSON / JSONL reading and writing.
+
+A triple `t = (s, r, o)` carries `confidence` (conf_ext in [0, 1]), the `source` that produced
+it (scene, rebel, table, text, kb:conceptnet, kb:vg150, kb:wordnet, ...) and its provenance: the
+instance it belongs to and, where known, an image region `(x, y, w, h)` or a text span
+`(start, end)` (character offsets, end exclusive).
+
+On-disk record (one JSON object; JSONL holds one per line, a JSON file holds a list):
+  {"subject": str, "relation": str, "object": str, "confidence": float, "source": str,
+   "provenance": {"instance": str, "region": [x, y, w, h] | null, "span": [start, end] | null}}
+`provenance` and its keys are optional; unknown keys are rejected so that typos surface.
+
+Reading has two modes: strict (the default) raises `TripleFormatError` naming the file, the line
+(or list index) and what was expected; lenient skips bad records, counts them in a
+`ReadReport` and keeps every good one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import math
+import pathlib
+from typing import Iterable, Iterator
+
+KNOWN_SOURCES = ("scene", "rebel", "table", "text", "kb:conceptnet", "kb:vg150", "kb:wordnet")
+
+
+class TripleFormatError(ValueError):
+  """A triple record that does not match the schema; the message names file and line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Provenance:
+  instance: str = ""
+  region: tuple[float, float, float, float] | None = None
+  span: tuple[int, int] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Triple:
+  subject: str
+  relation: str
+  object: str
+  confidence: float = 1.0
+  source: str = "scene"
+  provenance: Provenance = Provenance()
+
+  def __post_init__(self):
+    problems = _triple_problems(self)
+    if problems:
+      raise TripleFormatError(f"invalid triple {self.key()!r}: {'; '.join(problems)}")
+
+  def key(self) -> tuple[str, str, str]:
+    return (self.subject, self.relation, self.object)
+
+  def sort_key(self) -> tuple:
+    """A total order independent of hashing (used to break score ties deterministically)."""
+    p = self.provenance
+    return (self.subject, self.relation, self.object, self.source, p.instance,
+            -self.confidence, p.region or (), p.span or ())
+
+  def verbalize(self) -> str:
+    return f"{self.subject} {self.relation} {self.object}"
+
+  def to_json(self) -> dict:
+    p = self.provenance
+    return {"subject": self.subject, "relation": self.relation, "object": self.object,
+            "confidence": self.confidence, "source": self.source,
+            "provenance": {"instance": p.instance,
+                           "region": list(p.region) if p.region is not None else None,
+                           "span": list(p.span) if p.span is not None else None}}
+
+  def replace(self, **changes) -> "Triple":
+    return dataclasses.replace(self, **changes)
+
+
+def _triple_problems(t: Triple) -> list[str]:
+  problems = []
+  for name in ("subject", "relation", "object"):
+    v = getattr(t, name)
+    if not isinstance(v, str) or not v.strip():
+      problems.append(f"{name} must be a non-empty string, got {v!r}")
+  c = t.confidence
+  if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) \
+      or not 0.0 <= c <= 1.0:
+    problems.append(f"confidence must be a number in [0, 1], got {c!r}")
+  if not isinstance(t.source, str) or not t.source:
+    problems.append(f"source must be a non-empty string, got {t.source!r}")
+  p = t.provenance
+  if not isinstance(p, Provenance):
+    problems.append(f"provenance must be a Provenance, got {type(p).__name__}")
+    return problems
+  if not isinstance(p.instance, str):
+    problems.append(f"provenance.instance must be a string, got {p.instance!r}")
+  if p.region is not None and (len(p.region) != 4 or not all(
+      isinstance(x, (int, float)) and not isinstance(x, bool) for x in p.region)):
+    problems.append(f"provenance.region must be [x, y, w, h] numbers, got {p.region!r}")
+  if p.span is not None and (len(p.span) != 2 or not all(
+      isinstance(x, int) and not isinstance(x, bool) for x in p.span)
+                             or not 0 <= p.span[0] <= p.span[1]):
+    problems.append(f"provenance.span must be [start, end] ints with 0 <= start <= end, "
+                    f"got {p.span!r}")
+  return problems
+
+
+_TRIPLE_KEYS = {"subject", "relation", "object", "confidence", "source", "provenance"}
+_PROVENANCE_KEYS = {"instance", "region", "span"}
+
+
+def triple_from_json(record) -> Triple:
+  """Builds a Triple from a decoded JSON record; raises TripleFormatError saying what is wrong."""
+  if not isinstance(record, dict):
+    raise TripleFormatError(f"expected a JSON object, got {type(record).__name__}")
+  missing = {"subject", "relation", "object"} - record.keys()
+  if missing:
+    raise TripleFormatError(f"missing key(s) {sorted(missing)}")
+  unknown = record.keys() - _TRIPLE_KEYS
+  if unknown:
+    raise TripleFormatError(f"unknown key(s) {sorted(unknown)}; expected {sorted(_TRIPLE_KEYS)}")
+  prov = record.get("provenance") or {}
+  if not isinstance(prov, dict):
+    raise TripleFormatError(f"provenance must be an object, got {type(prov).__name__}")
+  unknown = prov.keys() - _PROVENANCE_KEYS
+  if unknown:
+    raise TripleFormatError(
+        f"unknown provenance key(s) {sorted(unknown)}; expected {sorted(_PROVENANCE_KEYS)}")
+  for name in ("region", "span"):
+    if prov.get(name) is not None and not isinstance(prov[name], list):
+      raise TripleFormatError(f"provenance.{name} must be a list, got {prov[name]!r}")
+  region, span = prov.get("region"), prov.get("span")
+  return Triple(
+      subject=record["subject"], relation=record["relation"], object=record["object"],
+      confidence=record.get("confidence", 1.0), source=record.get("source", "scene"),
+      provenance=Provenance(instance=prov.get("instance", ""),
+                            region=tuple(region) if region is not None else None,
+                            span=tuple(span) if span is not None else None))
+
+
+@dataclasses.dataclass
+class ReadReport:
+  """What a lenient read kept and skipped; `errors` holds one message per skipped record."""
+  path: str
+  read: int = 0
+  skipped: int = 0
+  errors: list[str] = dataclasses.field(default_factory=list)
+
+
+def _open_text(path: pathlib.Path, mode: str):
+  if path.suffix == ".gz":
+    return gzip.open(path, mode + "t", encoding="utf-8")
+  return open(path, mode, encoding="utf-8")
+
+
+def iter_jsonl(path, strict: bool = True, report: ReadReport | None = None,
+               what: str = "record") -> Iterator[tuple[int, dict]]:
+  """Yields (line number, decoded object) from a JSONL(.gz) file; blank lines are ignored.
+
+  A line that is not valid JSON raises (strict) or is counted in `report` (lenient)."""
+  path = pathlib.Path(path)
+  with _open_text(path, "r") as f:
+    for lineno, line in enumerate(f, start=1):
+      if not line.strip():
+        continue
+      try:
+        yield lineno, json.loads(line)
+      except json.JSONDecodeError as e:
+        msg = f"{path}:{lineno}: not a valid JSON {what}: {e.msg} (column {e.colno})"
+        if strict:
+          raise TripleFormatError(msg) from None
+        if report is not None:
+          report.skipped += 1
+          report.errors.append(msg)
+
+
+def read_triples_jsonl(path, strict: bool = True) -> tuple[list[Triple], ReadReport]:
+  """Reads a JSONL(.gz) file of triples. Returns (triples, report)."""
+  report = ReadReport(str(path))
+  triples = []
+  for lineno, record in iter_jsonl(path, strict, report, what="triple"):
+    try:
+      triples.append(triple_from_json(record))
+    except TripleFormatError as e:
+      msg = f"{path}:{lineno}: {e}"
+      if strict:
+        raise TripleFormatError(msg) from None
+      report.skipped += 1
+      report.errors.append(msg)
+    else:
+      report.read += 1
+  return triples, report
+
+
+def read_triples_json(path, strict: bool = True) -> tuple[list[Triple], ReadReport]:
+  """Reads a JSON file holding a list of triples (or {"triples": [...]})."""
+  path = pathlib.Path(path)
+  report = ReadReport(str(path))
+  with _open_text(path, "r") as f:
+    try:
+      data = json.load(f)
+    except json.JSONDecodeError as e:
+      raise TripleFormatError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from None
+  if isinstance(data, dict) and "triples" in data:
+    data = data["triples"]
+  if not isinstance(data, list):
+    raise TripleFormatError(f"{path}: expected a list of triples or {{\"triples\": [...]}}, "
+                            f"got {type(data).__name__}")
+  triples = []
+  for i, record in enumerate(data):
+    try:
+      triples.append(triple_from_json(record))
+    except TripleFormatError as e:
+      msg = f"{path}: triples[{i}]: {e}"
+      if strict:
+        raise TripleFormatError(msg) from None
+      report.skipped += 1
+      report.errors.append(msg)
+    else:
+      report.read += 1
+  return triples, report
+
+
+def read_triples(path, strict: bool = True) -> tuple[list[Triple], ReadReport]:
+  """Reads triples from `.jsonl`, `.jsonl.gz` or `.json` (chosen by the file name)."""
+  name = pathlib.Path(path).name
+  if name.endswith(".jsonl") or name.endswith(".jsonl.gz"):
+    return read_triples_jsonl(path, strict)
+  if name.endswith(".json") or name.endswith(".json.gz"):
+    return read_triples_json(path, strict)
+  raise TripleFormatError(f"{path}: unknown triple file type; expected .jsonl, .jsonl.gz or .json")
+
+
+def dumps(record) -> str:
+  """Compact, key-ordered JSON: equal records give equal bytes."""
+  return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def write_triples(path, triples: Iterable[Triple]) -> int:
+  """Writes triples as JSONL (`.jsonl`) or a JSON list (`.json`); returns how many were written."""
+  path = pathlib.Path(path)
+  triples = list(triples)
+  for i, t in enumerate(triples):
+    if not isinstance(t, Triple):
+      raise TypeError(f"write_triples({path}): item {i} is a {type(t).__name__}, not a Triple")
+  if path.name.endswith(".json"):
+    with open(path, "w", encoding="utf-8") as f:
+      f.write("[" + ",\n".join(dumps(t.to_json()) for t in triples) + "]\n")
+  elif path.name.endswith(".jsonl"):
+    with open(path, "w", encoding="utf-8") as f:
+      for t in triples:
+        f.write(dumps(t.to_json()) + "\n")
+  else:
+    raise TripleFormatError(f"{path}: unknown triple file type; expected .jsonl or .json")
+  return len(triples)
