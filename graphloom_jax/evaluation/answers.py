@@ -1,0 +1,183 @@
+"""Answer scoring: multiple choice by length-normalised log-likelihood, MMQA-style EM / F1.
+
+Shapes: B batch, J options, T sequence length, V vocabulary.
+
+Multiple choice (MISSION.md section 5): option j of a question is scored
+  score_j = (1 / |o_j|) sum_i log p(o_j,i | memory, Q, o_j,<i)
+from one forward pass over [prompt ; option] per option, and the choice is argmax_j (ties go to
+the lower option index). `score_options` takes any `logits_fn(tokens, valid) -> [N, T, V]` so the
+memory (prefix + routed slots), or none, is the caller's business; `repeat_memory` tiles a
+Memory for the J option rows of each question.
+
+Open answers: the official MMQA scorer is DROP's answer-set EM and token F1 (see
+../shared/data/README.md): each answer is normalised token by token (split on spaces and
+hyphens; lowercase; punctuation removed unless the token is a number; numbers canonicalised by
+float(); articles a/an/the removed; whitespace folded), predicted and gold answer lists are
+aligned one-to-one by the Hungarian algorithm on bag-of-token F1 (zero when the gold has numbers
+and none of them appears in the prediction), F1 is the mean over the aligned pairs (over the
+longer list) rounded to 2 decimals, and EM needs the same set and number of normalised answers.
+"""
+
+import re
+import string
+from typing import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from graphloom_jax.models import memory as memory_lib
+
+# ---------------------------------------------------------------- open answers (DROP / MMQA)
+
+_PUNCT = set(string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+
+
+def _is_number(text: str) -> bool:
+  try:
+    float(text)
+    return True
+  except ValueError:
+    return False
+
+
+def _normalize_token(token: str) -> str:
+  token = token.lower()
+  if not _is_number(token):
+    token = "".join(ch for ch in token if ch not in _PUNCT)
+  if _is_number(token):
+    token = str(float(token))
+  token = _ARTICLES.sub(" ", token)
+  return " ".join(token.split())
+
+
+def normalize_answer(text: str) -> str:
+  parts = [_normalize_token(tok) for tok in re.split(" |-", str(text))]
+  return " ".join(p for p in parts if p.strip()).strip()
+
+
+def _bags(answers: str | Sequence[str]) -> tuple[list[str], list[set[str]]]:
+  spans = [answers] if isinstance(answers, str) else list(answers)
+  normalized = [normalize_answer(s) for s in spans]
+  return normalized, [set(s.split()) for s in normalized]
+
+
+def _bag_f1(predicted: set[str], gold: set[str]) -> float:
+  inter = len(gold & predicted)
+  precision = inter / len(predicted) if predicted else 1.0
+  recall = inter / len(gold) if gold else 1.0
+  if precision == 0.0 and recall == 0.0:
+    return 0.0
+  return 2 * precision * recall / (precision + recall)
+
+
+def _numbers_match(gold: set[str], predicted: set[str]) -> bool:
+  gold_numbers = {w for w in gold if _is_number(w)}
+  return not gold_numbers or bool(gold_numbers & {w for w in predicted if _is_number(w)})
+
+
+def answer_metrics(predicted: str | Sequence[str], gold: str | Sequence[str]) -> tuple[float, float]:
+  """(EM, F1) of one prediction (a string or a list of answers) against the gold answer(s)."""
+  pred_spans, pred_bags = _bags(predicted)
+  gold_spans, gold_bags = _bags(gold)
+  em = float(set(pred_spans) == set(gold_spans) and len(pred_spans) == len(gold_spans))
+  scores = np.zeros((len(gold_bags), len(pred_bags)))
+  for g, gb in enumerate(gold_bags):
+    for p, pb in enumerate(pred_bags):
+      if _numbers_match(gb, pb):
+        scores[g, p] = _bag_f1(pb, gb)
+  best = np.zeros(max(len(gold_bags), len(pred_bags)))
+  rows, cols = linear_sum_assignment(-scores)
+  for r, c in zip(rows, cols):
+    best[r] = max(best[r], scores[r, c])
+  return em, round(float(np.mean(best)) if best.size else 0.0, 2)
+
+
+def mean_answer_metrics(predictions: Sequence, golds: Sequence) -> dict[str, float]:
+  """Mean EM and F1 (in percent) over aligned lists of predictions and gold answers."""
+  if len(predictions) != len(golds):
+    raise ValueError(f"{len(predictions)} predictions for {len(golds)} gold answers")
+  if not golds:
+    return {"em": 0.0, "f1": 0.0, "count": 0}
+  pairs = [answer_metrics(p, g) for p, g in zip(predictions, golds)]
+  return {"em": 100 * float(np.mean([e for e, _ in pairs])),
+          "f1": 100 * float(np.mean([f for _, f in pairs])), "count": len(pairs)}
+
+
+# ---------------------------------------------------------------- multiple choice
+
+@jax.jit
+def option_logprob(logits: jax.Array, tokens: jax.Array, option_mask: jax.Array) -> jax.Array:
+  """Length-normalised log-likelihood of the option tokens.
+
+  logits [N, T, V] from a forward pass over tokens [N, T]; option_mask [N, T] marks the option's
+  tokens (position i is predicted by the logits at i - 1, so position 0 must be False).
+  Returns [N]; -inf for a row without option tokens.
+  """
+  logp = jax.nn.log_softmax(logits[:, :-1].astype(jnp.float32), axis=-1)
+  tok = jnp.take_along_axis(logp, tokens[:, 1:, None], axis=-1)[..., 0]
+  m = option_mask[:, 1:]
+  count = jnp.sum(m, axis=-1)
+  total = jnp.sum(jnp.where(m, tok, 0.0), axis=-1)
+  return jnp.where(count > 0, total / jnp.maximum(count, 1), -jnp.inf)
+
+
+def choose(scores: np.ndarray) -> np.ndarray:
+  """[B, J] option scores -> [B] chosen option (first maximum)."""
+  return np.argmax(np.asarray(scores), axis=-1)
+
+
+def pack_options(prompts: Sequence[Sequence[int]], options: Sequence[Sequence[Sequence[int]]],
+                 length: int, pad_id: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """Right-padded rows [prompt ; option_j] for every question and option.
+
+  Returns tokens [B * J, length] int32, valid [B * J, length] and option_mask [B * J, length].
+  Every question must have the same number J of options.
+  """
+  if len(prompts) != len(options):
+    raise ValueError(f"{len(prompts)} prompts but {len(options)} option lists")
+  js = {len(o) for o in options}
+  if len(js) != 1 or 0 in js:
+    raise ValueError(f"every question needs the same non-zero number of options, got {sorted(js)}")
+  j = js.pop()
+  n = len(prompts) * j
+  tokens = np.full((n, length), pad_id, np.int32)
+  valid = np.zeros((n, length), bool)
+  option_mask = np.zeros((n, length), bool)
+  for b, (prompt, opts) in enumerate(zip(prompts, options)):
+    if not prompt:
+      raise ValueError(f"question {b}: empty prompt")
+    for k, opt in enumerate(opts):
+      if not opt:
+        raise ValueError(f"question {b}, option {k}: empty option")
+      row = list(prompt) + list(opt)
+      if len(row) > length:
+        raise ValueError(f"question {b}, option {k}: {len(row)} tokens exceed length {length}")
+      r = b * j + k
+      tokens[r, :len(row)] = row
+      valid[r, :len(row)] = True
+      option_mask[r, len(prompt):len(row)] = True
+  return tokens, valid, option_mask
+
+
+def score_options(logits_fn: Callable[[np.ndarray, np.ndarray], jax.Array],
+                  prompts: Sequence[Sequence[int]], options: Sequence[Sequence[Sequence[int]]],
+                  length: int, pad_id: int = 0) -> np.ndarray:
+  """[B, J] length-normalised option log-likelihoods. logits_fn(tokens [B*J, T], valid) -> logits."""
+  tokens, valid, option_mask = pack_options(prompts, options, length, pad_id)
+  scores = option_logprob(logits_fn(tokens, valid), jnp.asarray(tokens), jnp.asarray(option_mask))
+  return np.asarray(scores).reshape(len(prompts), -1)
+
+
+def repeat_memory(memory: memory_lib.Memory, times: int) -> memory_lib.Memory:
+  """Each example's memory repeated `times` times along the batch (option rows are b * J + j)."""
+  def rep(x, axis):
+    return None if x is None else jnp.repeat(x, times, axis=axis)
+  prefix_axis = 1 if memory.prefix.ndim == 4 else 0
+  return memory_lib.Memory(
+      prefix=rep(memory.prefix, prefix_axis), prefix_mask=rep(memory.prefix_mask, 0),
+      slot_keys=rep(memory.slot_keys, 0), slot_values=rep(memory.slot_values, 0),
+      slot_valid=rep(memory.slot_valid, 0), slot_active=rep(memory.slot_active, 0),
+      slot_bias=rep(memory.slot_bias, 0))

@@ -1,0 +1,94 @@
+"""Multiple-choice scoring (vs PyTorch) and MMQA/DROP EM-F1 (hand-computed cases)."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+from graphloom_jax.evaluation import answers
+from graphloom_jax.models import decoder as decoder_lib
+from graphloom_jax.models import llama
+from graphloom_jax.models import memory as memory_lib
+
+
+@pytest.mark.parametrize("pred,gold,em,f1", [
+    ("The Eiffel Tower", "eiffel tower", 1.0, 1.0),
+    ("3.0", "3", 1.0, 1.0),
+    ("U.S.", "us", 1.0, 1.0),
+    ("well-known", "well known", 1.0, 1.0),
+    ("red car", "blue car", 0.0, 0.5),
+    ("5 apples", "6 apples", 0.0, 0.0),  # gold number missing from the prediction -> F1 0
+    (["A", "B"], ["b", "a"], 1.0, 1.0),
+    (["a", "a"], ["a"], 0.0, 0.5),  # same set, different count: not EM; F1 averages 2 slots
+    # gold x pred F1: london/"london x" = 2/3, the rest 0 -> mean over 2 gold = 0.33
+    (["paris", "london x"], ["london", "berlin"], 0.0, 0.33),
+    ("", "", 1.0, 1.0),
+])
+def test_answer_metrics_hand_computed(pred, gold, em, f1):
+  assert answers.answer_metrics(pred, gold) == (em, f1)
+
+
+def test_mean_metrics():
+  m = answers.mean_answer_metrics(["red car", "paris"], ["blue car", "Paris"])
+  assert m == {"em": 50.0, "f1": 75.0, "count": 2}
+  with pytest.raises(ValueError, match="2 predictions for 1"):
+    answers.mean_answer_metrics(["a", "b"], ["a"])
+
+
+def test_option_logprob_matches_torch():
+  rng = np.random.default_rng(0)
+  logits = rng.standard_normal((5, 9, 11)).astype(np.float32)
+  tokens = rng.integers(0, 11, (5, 9))
+  mask = rng.uniform(size=(5, 9)) < 0.5
+  mask[:, 0] = False
+  mask[4] = False
+  got = np.asarray(answers.option_logprob(jnp.asarray(logits), jnp.asarray(tokens),
+                                          jnp.asarray(mask)))
+  logp = torch.log_softmax(torch.tensor(logits), -1)
+  for r in range(4):
+    pos = np.flatnonzero(mask[r])
+    want = np.mean([logp[r, i - 1, tokens[r, i]].item() for i in pos])
+    assert got[r] == pytest.approx(want, abs=1e-5)
+  assert got[4] == -np.inf
+
+
+def test_pack_options_layout_and_errors():
+  tokens, valid, om = answers.pack_options([[5, 6], [7]], [[[1], [2, 3]], [[4, 4, 4], [9]]], 6)
+  np.testing.assert_array_equal(tokens[1], [5, 6, 2, 3, 0, 0])
+  np.testing.assert_array_equal(om[1], [0, 0, 1, 1, 0, 0])
+  np.testing.assert_array_equal(valid[2], [1, 1, 1, 1, 0, 0])
+  with pytest.raises(ValueError, match="same non-zero number of options"):
+    answers.pack_options([[1], [1]], [[[1], [2]], [[3]]], 6)
+  with pytest.raises(ValueError, match="question 0, option 1: 7 tokens exceed length 6"):
+    answers.pack_options([[1, 2, 3]], [[[1], [1, 2, 3, 4]]], 6)
+
+
+def test_score_options_with_tiny_decoder_matches_per_option_torch():
+  cfg = llama.LlamaConfig.from_hf(dict(
+      vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+      num_attention_heads=4, num_key_value_heads=2, head_dim=8, rope_theta=10000.0,
+      rms_norm_eps=1e-5, tie_word_embeddings=True, max_position_embeddings=64))
+  dec = decoder_lib.random_decoder(cfg, seed=3)
+  rng = np.random.default_rng(2)
+  prompts = [list(rng.integers(1, 64, 5)), list(rng.integers(1, 64, 3))]
+  options = [[list(rng.integers(1, 64, n)) for n in (1, 3, 2)] for _ in prompts]
+  scores = answers.score_options(lambda t, v: jnp.asarray(dec.logits(t, v)), prompts, options, 12)
+  for b, prompt in enumerate(prompts):
+    for j, opt in enumerate(options[b]):
+      row = np.asarray([prompt + opt], np.int32)  # unpadded, one at a time
+      logp = torch.log_softmax(torch.tensor(dec.logits(row))[0], -1)
+      want = np.mean([logp[len(prompt) + i - 1, o].item() for i, o in enumerate(opt)])
+      assert scores[b, j] == pytest.approx(want, abs=1e-4)
+  np.testing.assert_array_equal(answers.choose(scores), np.argmax(scores, -1))
+  assert answers.choose(np.array([[0.5, 0.5, 0.1]]))[0] == 0
+
+
+def test_repeat_memory():
+  mem = memory_lib.empty(2, 4, prefix_len=3, num_slots=5)
+  mem = mem.replace(slot_keys=jnp.arange(40.0).reshape(2, 5, 4),
+                    prefix=jnp.arange(24.0).reshape(2, 3, 4)[None].repeat(2, 0))
+  rep = answers.repeat_memory(mem, 3)
+  assert rep.slot_keys.shape == (6, 5, 4) and rep.prefix.shape == (2, 6, 3, 4)
+  np.testing.assert_array_equal(rep.slot_keys[3], mem.slot_keys[1])
+  np.testing.assert_array_equal(rep.prefix[1, 5], mem.prefix[1, 1])
+  assert rep.slot_active is None
