@@ -53,6 +53,12 @@ def get_base_config() -> ml_collections.ConfigDict:
   c.router.epsilon = 0.3  # gate threshold
   c.router.feature_hidden = 32  # width of phi
   c.router.calibration = "temperature"  # or "platt"
+  c.router.router_dim = 64  # width of q_t and k_p in the router score
+
+  # Multimodal prefix (models/fusion.py).
+  c.fusion = ml_collections.ConfigDict()
+  c.fusion.dim = 128  # fusion width C
+  c.fusion.per_layer = False  # one prefix per memory layer (learned gain/offset per layer)
 
   c.graph = ml_collections.ConfigDict()
   c.graph.tau_edge = 0.5
@@ -90,6 +96,13 @@ def get_base_config() -> ml_collections.ConfigDict:
   c.train.eval_every = 500
   c.train.checkpoint_every = 500
   c.train.patience = 5  # evaluations without S_val improvement before early stopping
+  # batch_size is the micro-batch of one forward/backward; an optimizer step averages grad_accum
+  # of them (effective batch batch_size * grad_accum).
+  c.train.seq_len = 128  # prompt + answer tokens per training row (right-padded)
+  c.train.data = "scenekb"  # the embedded benchmark
+  c.train.max_train_examples = 0  # 0 = the whole training split
+  c.train.eval_examples = 128  # validation questions scored at each evaluation (0 = all)
+  c.train.shuffle_seed = 0
 
   c.eval = ml_collections.ConfigDict()
   c.eval.tau_eval = 0.6

@@ -30,4 +30,9 @@ def get_config():
   c.train.log_every = 5
   c.train.eval_every = 20
   c.train.checkpoint_every = 10
+  c.train.seq_len = 96
+  c.train.max_train_examples = 160
+  c.train.eval_examples = 32
+  c.router.router_dim = 16
+  c.fusion.dim = 32
   return c
