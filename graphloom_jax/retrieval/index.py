@@ -1,0 +1,367 @@
+"""Vector indexes over triple embeddings: exact (the recall oracle) and ScaNN (large pools).
+
+Shapes: N pool size, D embedding width, Q queries, k neighbours, C pool chunk rows.
+
+Both score by inner product, which is the cosine for the unit rows the embedder returns, and
+both speak in external integer ids (given at construction, default 0..N-1):
+`search(queries [Q, D], k) -> (ids int64 [Q, k], scores float32 [Q, k])`, best first.
+`upsert(ids, vectors)` replaces the rows of known ids and appends new ones; `delete(ids)`
+removes them (unknown ids are an error). `save(dir)` and `load_index(dir)` round-trip either
+kind through a folder with an `index.json` describing it.
+
+ExactIndex runs one jitted function per (query batch, k): the pool is padded to whole chunks and
+scanned chunk by chunk, keeping a running top-k, so a 1M x 384 pool never materialises a
+[Q, N] score matrix (with the defaults the peak is one [256, 65536] block, 64 MiB).
+
+ScannIndex wraps ScaNN's numpy searcher. `scann_defaults(n)` is the shipped tuning: brute force
+below 20k rows (partitioning buys nothing there); above, a k-means tree of about 2 sqrt(N)
+leaves with anisotropic 2-dim-block hashing and exact re-ranking, whose search width was chosen
+with benchmarks/bench_scaling.py (recall@10 against exact on MiniLM triple embeddings). When
+the leaves searched hold fewer than k points ScaNN pads its answer; those slots come back as
+id -1 and score -inf.
+"""
+
+import functools
+import json
+import math
+import pathlib
+from typing import Protocol, runtime_checkable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+INDEX_FILE = "index.json"
+
+
+@runtime_checkable
+class Index(Protocol):
+  dim: int
+
+  def __len__(self) -> int:
+    ...
+
+  def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    ...
+
+  def upsert(self, ids, vectors) -> None:
+    ...
+
+  def delete(self, ids) -> None:
+    ...
+
+  def save(self, directory) -> None:
+    ...
+
+
+def _check_matrix(x, name: str, dim: int | None = None) -> np.ndarray:
+  x = np.asarray(x)
+  if x.ndim != 2:
+    raise ValueError(f"{name} must be a 2-D array [rows, D], got shape {x.shape}"
+                     + (" (use x[None] for a single vector)" if x.ndim == 1 else ""))
+  if not np.issubdtype(x.dtype, np.floating):
+    raise ValueError(f"{name} must hold floats, got dtype {x.dtype}")
+  if dim is not None and x.shape[1] != dim:
+    raise ValueError(f"{name} has dimension {x.shape[1]}, the index holds {dim}-dim vectors")
+  x = np.ascontiguousarray(x, np.float32)
+  bad = ~np.isfinite(x).all(axis=1)
+  if bad.any():
+    rows = np.flatnonzero(bad)
+    raise ValueError(f"{name} has non-finite values (NaN/inf) in {len(rows)} row(s), first "
+                     f"rows {rows[:5].tolist()}")
+  return x
+
+
+def _check_ids(ids, n: int, name: str = "ids") -> np.ndarray:
+  ids = np.asarray(ids)
+  if ids.ndim != 1 or len(ids) != n:
+    raise ValueError(f"{name} must be a 1-D array of {n} ids, got shape {ids.shape}")
+  if len(ids) and not np.issubdtype(ids.dtype, np.integer):
+    raise ValueError(f"{name} must be integers, got dtype {ids.dtype}")
+  ids = ids.astype(np.int64)
+  uniq, counts = np.unique(ids, return_counts=True)
+  if (counts > 1).any():
+    raise ValueError(f"{name} holds duplicates: {uniq[counts > 1][:5].tolist()}")
+  if (ids < 0).any():
+    raise ValueError(f"{name} must be non-negative (-1 marks missing results), got "
+                     f"{ids[ids < 0][:5].tolist()}")
+  return ids
+
+
+def _check_k(k, size: int):
+  if not isinstance(k, (int, np.integer)) or k < 1:
+    raise ValueError(f"k must be a positive int, got {k!r}")
+  if k > size:
+    raise ValueError(f"k={k} exceeds the number of indexed vectors ({size})")
+
+
+def _write_meta(directory: pathlib.Path, meta: dict):
+  directory.mkdir(parents=True, exist_ok=True)
+  (directory / INDEX_FILE).write_text(json.dumps(meta, indent=1, sort_keys=True))
+
+
+@functools.partial(jax.jit, static_argnames=("k", "chunk"))
+def exact_top_k(pool, n_valid, queries, *, k: int, chunk: int):
+  """Top-k inner products of queries against the first n_valid pool rows.
+
+  pool [N_pad, D] with N_pad a multiple of chunk; n_valid int32 scalar; queries [Q, D].
+  Returns (scores [Q, k] float32, rows [Q, k] int32), best first; ties go to the lower row.
+  """
+  q = queries.shape[0]
+  blocks = pool.reshape(-1, chunk, pool.shape[1])  # [N_pad / C, C, D]
+  starts = jnp.arange(blocks.shape[0], dtype=jnp.int32) * chunk
+
+  def step(carry, block_and_start):
+    best_s, best_i = carry  # [Q, k] each
+    block, start = block_and_start
+    s = jnp.dot(queries, block.T, precision=jax.lax.Precision.HIGHEST)  # [Q, C]
+    rows = start + jnp.arange(chunk, dtype=jnp.int32)
+    s = jnp.where(rows[None, :] < n_valid, s, -jnp.inf)
+    cs, ci = jax.lax.top_k(s, min(k, chunk))
+    ms = jnp.concatenate([best_s, cs], axis=1)
+    mi = jnp.concatenate([best_i, start + ci], axis=1)
+    ts, ti = jax.lax.top_k(ms, k)
+    return (ts, jnp.take_along_axis(mi, ti, axis=1)), None
+
+  init = (jnp.full((q, k), -jnp.inf, jnp.float32), jnp.full((q, k), -1, jnp.int32))
+  (scores, rows), _ = jax.lax.scan(step, init, (blocks, starts))
+  return scores, rows
+
+
+class ExactIndex:
+  """Brute-force inner-product search on the default JAX device (the recall oracle)."""
+
+  def __init__(self, vectors, ids=None, *, query_batch: int = 256, chunk: int = 65536):
+    vectors = _check_matrix(vectors, "vectors")
+    self.dim = vectors.shape[1]
+    self.query_batch = query_batch
+    self.chunk = chunk
+    self._vectors = vectors.copy()  # upsert writes rows in place; never into the caller's array
+    self._ids = (np.arange(len(vectors), dtype=np.int64) if ids is None
+                 else _check_ids(ids, len(vectors)))
+    self._pool = None
+
+  def __len__(self) -> int:
+    return len(self._ids)
+
+  @property
+  def ids(self) -> np.ndarray:
+    return self._ids.copy()
+
+  def _device_pool(self):
+    if self._pool is None:
+      # Small pools get one chunk of their own (rounded to 8 rows) instead of a mostly empty
+      # 65536-row block.
+      c = min(self.chunk, max(8, -(-len(self._vectors) // 8) * 8))
+      n_pad = -(-max(len(self._vectors), 1) // c) * c
+      padded = np.zeros((n_pad, self.dim), np.float32)
+      padded[:len(self._vectors)] = self._vectors
+      self._pool = (jnp.asarray(padded), c)
+    return self._pool
+
+  def search(self, queries, k: int) -> tuple[np.ndarray, np.ndarray]:
+    queries = _check_matrix(queries, "queries", self.dim)
+    _check_k(k, len(self))
+    pool, c = self._device_pool()
+    n_valid = jnp.int32(len(self))
+    chunk = c if k <= c else pool.shape[0]
+    scores, rows = [], []
+    for s in range(0, len(queries), self.query_batch):
+      qb = queries[s:s + self.query_batch]
+      # Query batches are padded to powers of two so a stream of odd sizes compiles few times.
+      pad = min(self.query_batch, 1 << (len(qb) - 1).bit_length()) - len(qb)
+      sc, r = exact_top_k(pool, n_valid, np.pad(qb, ((0, pad), (0, 0))), k=k, chunk=chunk)
+      scores.append(np.asarray(sc)[:len(qb)])
+      rows.append(np.asarray(r)[:len(qb)])
+    if not scores:
+      return np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)
+    return self._ids[np.concatenate(rows)], np.concatenate(scores)
+
+  def upsert(self, ids, vectors) -> None:
+    vectors = _check_matrix(vectors, "vectors", self.dim)
+    ids = _check_ids(ids, len(vectors))
+    pos = {int(e): i for i, e in enumerate(self._ids)}
+    known = np.array([int(e) in pos for e in ids], bool)
+    self._vectors[[pos[int(e)] for e in ids[known]]] = vectors[known]
+    self._vectors = np.concatenate([self._vectors, vectors[~known]])
+    self._ids = np.concatenate([self._ids, ids[~known]])
+    self._pool = None
+
+  def delete(self, ids) -> None:
+    ids = np.asarray(ids, np.int64).reshape(-1)
+    keep = ~np.isin(self._ids, ids)
+    unknown = np.setdiff1d(ids, self._ids)
+    if len(unknown):
+      raise KeyError(f"delete: ids not in the index: {unknown[:10].tolist()}")
+    self._vectors, self._ids = self._vectors[keep], self._ids[keep]
+    self._pool = None
+
+  def save(self, directory) -> None:
+    directory = pathlib.Path(directory)
+    _write_meta(directory, {"kind": "exact", "dim": self.dim, "count": len(self),
+                            "query_batch": self.query_batch, "chunk": self.chunk})
+    np.save(directory / "vectors.npy", self._vectors)
+    np.save(directory / "ids.npy", self._ids)
+
+  @classmethod
+  def load(cls, directory) -> "ExactIndex":
+    directory = pathlib.Path(directory)
+    meta = _read_meta(directory, "exact")
+    vectors = np.load(directory / "vectors.npy")
+    ids = np.load(directory / "ids.npy")
+    if vectors.shape != (meta["count"], meta["dim"]) or ids.shape != (meta["count"],):
+      raise ValueError(f"{directory}: vectors {vectors.shape} / ids {ids.shape} disagree with "
+                       f"{INDEX_FILE} (count {meta['count']}, dim {meta['dim']})")
+    return cls(vectors, ids, query_batch=meta["query_batch"], chunk=meta["chunk"])
+
+
+def scann_defaults(n: int) -> dict:
+  """The shipped ScaNN settings for a pool of n vectors (see the module docstring)."""
+  if n < 20_000:
+    return {"mode": "brute_force"}
+  num_leaves = int(round(2 * math.sqrt(n)))
+  return {"mode": "tree_ah", "num_leaves": num_leaves,
+          "leaves_to_search": max(20, int(math.ceil(0.05 * num_leaves))),
+          "training_sample_size": min(n, 250_000), "dims_per_block": 2,
+          "quantization_threshold": 0.2, "reorder": 200}
+
+
+class ScannIndex:
+  """ScaNN approximate inner-product search (host side, numpy in and out).
+
+  options (all optional; unset ones come from `scann_defaults(len(vectors))`):
+    mode: "brute_force" or "tree_ah"; num_leaves, leaves_to_search, training_sample_size
+    (k-means tree); dims_per_block, quantization_threshold (anisotropic hashing); reorder
+    (candidates re-scored exactly); num_threads (0 = ScaNN's choice).
+  """
+
+  OPTIONS = ("mode", "num_leaves", "leaves_to_search", "training_sample_size", "dims_per_block",
+             "quantization_threshold", "reorder", "num_threads")
+
+  def __init__(self, vectors, ids=None, **options):
+    unknown = set(options) - set(self.OPTIONS)
+    if unknown:
+      raise TypeError(f"unknown ScannIndex options {sorted(unknown)}; known: {self.OPTIONS}")
+    vectors = _check_matrix(vectors, "vectors")
+    if len(vectors) == 0:
+      raise ValueError("ScannIndex needs at least one vector to build")
+    ids = (np.arange(len(vectors), dtype=np.int64) if ids is None
+           else _check_ids(ids, len(vectors)))
+    self.dim = vectors.shape[1]
+    self.options = {**scann_defaults(len(vectors)), **options}
+    self._searcher = self._build(vectors, ids)
+
+  def _build(self, vectors, ids):
+    import scann
+
+    o = self.options
+    builder = scann.scann_ops_pybind.builder(vectors, 10, "dot_product")
+    if o["mode"] == "brute_force":
+      builder = builder.score_brute_force()
+    elif o["mode"] == "tree_ah":
+      missing = [key for key in ("num_leaves", "leaves_to_search", "training_sample_size",
+                                 "dims_per_block", "quantization_threshold", "reorder")
+                 if key not in o]
+      if missing:
+        raise ValueError(f"tree_ah mode needs options {missing} (pool of {len(vectors)} vectors "
+                         "is small enough that scann_defaults chose brute force)")
+      if o["num_leaves"] > len(vectors):
+        raise ValueError(f"num_leaves={o['num_leaves']} exceeds the pool size {len(vectors)}")
+      builder = builder.tree(
+          num_leaves=o["num_leaves"], num_leaves_to_search=o["leaves_to_search"],
+          training_sample_size=min(o["training_sample_size"], len(vectors)))
+      builder = builder.score_ah(o["dims_per_block"],
+                                 anisotropic_quantization_threshold=o["quantization_threshold"])
+      builder = builder.reorder(o["reorder"])
+    else:
+      raise ValueError(f"mode must be 'brute_force' or 'tree_ah', got {o['mode']!r}")
+    searcher = builder.build(docids=[int(i) for i in ids])
+    if o.get("num_threads"):
+      searcher.set_num_threads(o["num_threads"])
+    return searcher
+
+  def __len__(self) -> int:
+    return self._searcher.size()
+
+  @property
+  def ids(self) -> np.ndarray:
+    return np.array(self._searcher.docids, np.int64)
+
+  def search(self, queries, k: int) -> tuple[np.ndarray, np.ndarray]:
+    queries = _check_matrix(queries, "queries", self.dim)
+    _check_k(k, len(self))
+    if len(queries) == 0:
+      return np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)
+    pre = max(k, self.options.get("reorder", k))
+    if len(queries) >= 16:
+      ids, scores = self._searcher.search_batched_parallel(
+          queries, final_num_neighbors=k, pre_reorder_num_neighbors=pre)
+    else:
+      ids, scores = self._searcher.search_batched(
+          queries, final_num_neighbors=k, pre_reorder_num_neighbors=pre)
+    ids, scores = np.array(ids, np.int64), np.array(scores, np.float32)
+    missing = np.isnan(scores)  # ScaNN's padding when fewer than k candidates were found
+    ids[missing], scores[missing] = -1, -np.inf
+    return ids, scores
+
+  def upsert(self, ids, vectors) -> None:
+    vectors = _check_matrix(vectors, "vectors", self.dim)
+    ids = _check_ids(ids, len(vectors))
+    if len(ids):
+      self._searcher.upsert([int(i) for i in ids], vectors)
+
+  def delete(self, ids) -> None:
+    ids = [int(i) for i in np.asarray(ids, np.int64).reshape(-1)]
+    unknown = sorted(set(ids) - set(self._searcher.docid_to_id))
+    if unknown:
+      raise KeyError(f"delete: ids not in the index: {unknown[:10]}")
+    if ids:
+      self._searcher.delete(ids)
+
+  def save(self, directory) -> None:
+    directory = pathlib.Path(directory)
+    _write_meta(directory, {"kind": "scann", "dim": self.dim, "count": len(self),
+                            "options": self.options})
+    (directory / "scann").mkdir(exist_ok=True)
+    self._searcher.serialize(str(directory / "scann"), relative_path=True)
+
+  @classmethod
+  def load(cls, directory) -> "ScannIndex":
+    import scann
+
+    directory = pathlib.Path(directory)
+    meta = _read_meta(directory, "scann")
+    self = cls.__new__(cls)
+    self.dim = meta["dim"]
+    self.options = meta["options"]
+    self._searcher = scann.scann_ops_pybind.load_searcher(str(directory / "scann"))
+    if len(self) != meta["count"]:
+      raise ValueError(f"{directory}: ScaNN searcher holds {len(self)} vectors, {INDEX_FILE} "
+                       f"says {meta['count']}")
+    if self.options.get("num_threads"):
+      self._searcher.set_num_threads(self.options["num_threads"])
+    return self
+
+
+def _read_meta(directory: pathlib.Path, kind: str | None = None) -> dict:
+  path = directory / INDEX_FILE
+  if not path.is_file():
+    raise FileNotFoundError(f"{path} not found: {directory} is not a saved index")
+  try:
+    meta = json.loads(path.read_text())
+  except json.JSONDecodeError as e:
+    raise ValueError(f"{path}: invalid JSON ({e})") from None
+  if kind is not None and meta.get("kind") != kind:
+    raise ValueError(f"{path}: kind is {meta.get('kind')!r}, expected {kind!r}")
+  return meta
+
+
+def load_index(directory) -> ExactIndex | ScannIndex:
+  """An index saved with `.save(directory)`, of whichever kind it was."""
+  directory = pathlib.Path(directory)
+  kind = _read_meta(directory).get("kind")
+  loaders = {"exact": ExactIndex.load, "scann": ScannIndex.load}
+  if kind not in loaders:
+    raise ValueError(f"{directory / INDEX_FILE}: unknown index kind {kind!r}, expected one of "
+                     f"{sorted(loaders)}")
+  return loaders[kind](directory)
