@@ -196,7 +196,7 @@ class Decoder:
     return [self.tokenizer.decode(o).strip() for o in outs]
 
 
-def _load_tokenizer(fmt: str, path: pathlib.Path, config: llama.LlamaConfig) -> Tokenizer | None:
+def load_tokenizer(fmt: str, path: pathlib.Path, config: llama.LlamaConfig) -> Tokenizer | None:
   if fmt == "gguf":
     return Tokenizer.from_gguf(path, config.eos_token_ids)
   folder = path / weights.ORBAX_TOKENIZER if fmt == "orbax" else path
@@ -216,7 +216,7 @@ def load_decoder(path: str | os.PathLike, dtype: str = "float32",
   path = pathlib.Path(path)
   fmt, config, params = weights.load(path)
   model = llama.from_params(config, params, DTYPES[dtype], source=str(path))
-  return Decoder(model, _load_tokenizer(fmt, path, config), source=str(path),
+  return Decoder(model, load_tokenizer(fmt, path, config), source=str(path),
                  max_seq_len=max_seq_len)
 
 
