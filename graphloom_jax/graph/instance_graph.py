@@ -1,0 +1,50 @@
+"""The instance graph: a networkx MultiDiGraph of canonical entities joined by triples.
+
+Nodes are canonical entity names; each edge (s -> o, key = relation) carries the `Triple`
+(attribute "triple"), its `confidence` and `source`. Extracted triples (every source not starting
+with "kb:") are kept iff confidence >= tau_edge; knowledge-base triples were already filtered by
+tau_KB during enrichment and pass through.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import networkx as nx
+
+from graphloom_jax.graph.canonical import Canonicalizer, canonicalize
+from graphloom_jax.graph.triples import Triple
+
+
+def is_kb(t: Triple) -> bool:
+  return t.source.startswith("kb:")
+
+
+def filter_edges(triples: Iterable[Triple], tau_edge: float = 0.5) -> list[Triple]:
+  """Drops extracted triples with confidence < tau_edge (knowledge-base triples are kept)."""
+  return [t for t in triples if is_kb(t) or t.confidence >= tau_edge]
+
+
+def build_instance_graph(triples: Iterable[Triple], tau_edge: float = 0.5,
+                         canonicalizer: Canonicalizer | None = None,
+                         canonical: bool = True) -> nx.MultiDiGraph:
+  """Filters, canonicalises and merges `triples`, then builds the MultiDiGraph.
+
+  Several instances may share a graph; duplicates are merged per instance, and an edge key is
+  `relation` or `relation@instance` when two instances carry the same (s, r, o)."""
+  kept = filter_edges(triples, tau_edge)
+  if canonical:
+    kept = canonicalize(kept, canonicalizer)
+  g = nx.MultiDiGraph()
+  for t in sorted(kept, key=Triple.sort_key):
+    key = t.relation
+    if g.has_edge(t.subject, t.object, key):
+      key = f"{t.relation}@{t.provenance.instance}"
+    g.add_edge(t.subject, t.object, key=key, triple=t, relation=t.relation,
+               confidence=t.confidence, source=t.source)
+  return g
+
+
+def graph_triples(g: nx.MultiDiGraph) -> list[Triple]:
+  """The graph's triples in a stable order (independent of insertion and hash seed)."""
+  return sorted((d["triple"] for _, _, d in g.edges(data=True)), key=Triple.sort_key)
