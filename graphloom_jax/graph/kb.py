@@ -14,7 +14,8 @@ committed under graphloom_jax/data/resources/wordnet/):
 
 ConceptNet 5 assertions (`conceptnet-assertions-5.x.csv`): five tab-separated columns
   `/a/[...]  /r/Relation  /c/en/start[/pos/...]  /c/en/end[/pos/...]  {"weight": w, ...}`.
-  Weights are positive and may exceed 1; `normalize="saturate"` maps w -> 1 - exp(-w)
+  /r/ExternalURL rows (a concept and a URL) are read and ignored. Weights are positive and may
+  exceed 1; `normalize="saturate"` maps w -> 1 - exp(-w)
   (file-independent: an excerpt and the full file agree), `"max"` maps w -> w / max w.
 
 VG150 relation statistics: score(s, p, o) = count(s, p, o) / sum_p' count(s, p', o), the
@@ -259,6 +260,9 @@ def load_conceptnet(path, language: str = "en", normalize: str = "saturate",
           raise ValueError(f"expected 5 tab-separated columns (URI, relation, start, end, JSON), "
                            f"got {len(cols)}")
         rel = conceptnet_relation(cols[1])
+        if cols[1] == "/r/ExternalURL":
+          report.read += 1  # links a concept to a web page: not a fact between concepts
+          continue
         (ls, s), (lo, o) = conceptnet_term(cols[2]), conceptnet_term(cols[3])
         try:
           info = json.loads(cols[4])
