@@ -1,0 +1,260 @@
+"""Sparse self-KV selection for one KG-JSA++ decoding step: I_t = sink + recent + similar.
+
+Shapes: B batch, S cache slots, N query heads, K kv heads, G = N // K query heads per kv head,
+H head dim, I = num_sink + num_recent + num_similar the fixed budget, C = ceil(S / block_size)
+key blocks.
+
+A cache slot s of row b is a candidate when it has been written (s < length[b]) and holds a real
+token (valid[b, s]; left-padded batches start their real tokens later). Among the candidates:
+
+  sink     the first `num_sink` candidates of the row (the attention sinks at the start),
+  recent   the last `num_recent` candidates (not already sink),
+  similar  the top `num_similar` of the remaining candidates by cosine similarity between the
+           kv group's query summary and the cached key, chosen per kv head group.
+
+The query summary of group g is the MEAN of its G query heads (after rotary). All G heads will
+read the same selected tokens, and mean(q) . k is the mean of their attention logits, so a token
+scores high when the group as a whole would attend to it; heads with larger query norms (sharper
+attention) weigh more, as they do in the logits. It costs one dot product per key, where a max
+over heads would cost G.
+
+Ties in similarity go to the lower cache index (`jax.lax.top_k`'s documented order). The three
+parts are disjoint and laid out [sink | recent | similar] in the output; unused entries (short
+caches) have idx 0 and idx_valid False. When the row has at most I candidates, all of them are
+selected, so sparse attention then equals full causal attention.
+
+Block mode (block_size > 0) replaces the per-token similarity with a per-block one: each block
+of `block_size` cache slots is summarised by the mean of its candidate keys, the blocks holding
+remaining candidates are ranked by cosine to the query summary, and the remaining tokens of the
+best ceil(num_similar / block_size) + 1 blocks are taken in (block rank, position) order until
+num_similar are chosen. The extra block makes up for blocks that are partly sink, recent or
+unwritten. Summaries are kept incrementally with `update_block_summaries`, so a step scores C
+summaries instead of S keys.
+"""
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+
+_EPS = 1e-12
+
+
+def _lengths(length, batch):
+  length = jnp.asarray(length, jnp.int32)
+  if length.ndim > 1 or (length.ndim == 1 and length.shape[0] != batch):
+    raise ValueError(f"length must be a scalar or [B={batch}]; got shape {length.shape}")
+  return jnp.broadcast_to(length, (batch,))
+
+
+def candidates(valid, length):
+  """[B, S] bool: written (index < length) and real (valid) cache slots."""
+  b, s = valid.shape
+  return valid & (jnp.arange(s)[None, :] < _lengths(length, b)[:, None])
+
+
+def _nth_true(csum, ranks):
+  """Positions of the ranks-th True (0-based) per row given csum = cumsum(mask) along the last
+  axis. csum [..., S] int, ranks [..., R] int -> [..., R] int32 in [0, S] (S: no such True)."""
+  lead = csum.shape[:-1]
+  rows = math.prod(lead)
+  flat_c = csum.reshape(rows, csum.shape[-1])
+  flat_r = ranks.reshape(rows, ranks.shape[-1])
+  pos = jax.vmap(lambda c, r: jnp.searchsorted(c, r + 1, side="left"))(flat_c, flat_r)
+  return pos.reshape(lead + ranks.shape[-1:]).astype(jnp.int32)
+
+
+def positional_selection(valid, length, *, num_sink, num_recent):
+  """The sink and recent parts, which depend only on positions (shared by all layers/groups).
+
+  Returns:
+    sink_idx [B, num_sink], sink_ok [B, num_sink]: the first candidates, in order.
+    recent_idx [B, num_recent], recent_ok [B, num_recent]: the last candidates in chronological
+      order (entries that would repeat a sink token are not ok).
+    remaining [B, S] bool: candidates that are neither sink nor recent.
+  """
+  c = candidates(valid, length)
+  csum = jnp.cumsum(c.astype(jnp.int32), axis=-1)
+  total = csum[:, -1:]  # [B, 1]
+  rank = csum - 1  # rank of each candidate among its row's candidates
+  remaining = c & (rank >= num_sink) & (total - 1 - rank >= num_recent)
+
+  sink_rank = jnp.broadcast_to(jnp.arange(num_sink), (c.shape[0], num_sink))
+  sink_ok = sink_rank < total
+  sink_idx = jnp.where(sink_ok, _nth_true(csum, sink_rank), 0)
+
+  recent_rank = total - num_recent + jnp.arange(num_recent)[None, :]
+  recent_ok = (recent_rank >= num_sink) & (recent_rank >= 0)
+  recent_idx = jnp.where(recent_ok, _nth_true(csum, recent_rank), 0)
+  return sink_idx, sink_ok, recent_idx, recent_ok, remaining
+
+
+def query_summary(q, num_kv):
+  """[B, N, H] queries -> [B, K, H] the mean of each kv group's G query heads."""
+  b, n, h = q.shape
+  if n % num_kv:
+    raise ValueError(f"q has {n} heads, not a multiple of the cache's {num_kv} kv heads")
+  return q.reshape(b, num_kv, n // num_kv, h).astype(jnp.float32).mean(axis=2)
+
+
+def cosine_scores(qs, keys):
+  """qs [B, K, H], keys [B, S, K, H] -> [B, K, S] cosine similarity."""
+  dots = jnp.einsum("BKH,BSKH->BKS", qs, keys.astype(jnp.float32))
+  q_norm = jnp.linalg.norm(qs, axis=-1)[:, :, None]
+  k_norm = jnp.linalg.norm(keys.astype(jnp.float32), axis=-1).transpose(0, 2, 1)
+  return dots / (jnp.maximum(q_norm, _EPS) * jnp.maximum(k_norm, _EPS))
+
+
+@functools.partial(jax.jit, static_argnames=("block_size",))
+def block_summaries(keys, valid, length, block_size):
+  """Block key sums and candidate counts from scratch.
+
+  Returns:
+    sums [B, C, K, H] float32 (the block-mean key is sums / counts; cosine needs only sums),
+    counts [B, C] int32.
+  """
+  if block_size <= 0:
+    raise ValueError(f"block_size must be positive; got {block_size}")
+  b, s, kv, h = keys.shape
+  c = candidates(valid, length)
+  nb = -(-s // block_size)
+  pad = nb * block_size - s
+  k = jnp.where(c[:, :, None, None], keys.astype(jnp.float32), 0.0)
+  k = jnp.pad(k, ((0, 0), (0, pad), (0, 0), (0, 0))).reshape(b, nb, block_size, kv, h)
+  counts = jnp.pad(c, ((0, 0), (0, pad))).reshape(b, nb, block_size).sum(-1)
+  return k.sum(axis=2), counts.astype(jnp.int32)
+
+
+@functools.partial(jax.jit, static_argnames=("block_size",))
+def update_block_summaries(sums, counts, new_k, pos, new_valid=None, *, block_size):
+  """Add the key just written at cache slot `pos` to its block summary.
+
+  Args:
+    sums: [B, C, K, H]; counts: [B, C] (from `block_summaries` or earlier updates).
+    new_k: [B, K, H] the new key (after rotary, as stored in the cache).
+    pos: int32 scalar or [B], the cache slot it was written to.
+    new_valid: [B] bool, False for rows whose new token is padding; None = all real.
+  """
+  b = sums.shape[0]
+  if new_k.shape != (b,) + sums.shape[2:]:
+    raise ValueError(f"new_k must be [B, K, H] = {(b,) + sums.shape[2:]}; got {new_k.shape}")
+  blk = _lengths(pos, b) // block_size
+  ok = jnp.ones((b,), bool) if new_valid is None else jnp.asarray(new_valid, bool)
+  rows = jnp.arange(b)
+  sums = sums.at[rows, blk].add(jnp.where(ok[:, None, None], new_k.astype(sums.dtype), 0.0))
+  counts = counts.at[rows, blk].add(ok.astype(counts.dtype))
+  return sums, counts
+
+
+def _top_similar(scores, remaining, num_similar):
+  """Per row of [B, K, S] scores: the num_similar best remaining slots (lowest index on ties)."""
+  s = scores.shape[-1]
+  kk = min(num_similar, s)
+  masked = jnp.where(remaining, scores, -jnp.inf)
+  _, idx = jax.lax.top_k(masked, kk)
+  ok = jnp.take_along_axis(remaining, idx, axis=-1)
+  pad = num_similar - kk
+  idx = jnp.pad(idx, ((0, 0), (0, 0), (0, pad)))
+  ok = jnp.pad(ok, ((0, 0), (0, 0), (0, pad)))
+  return jnp.where(ok, idx, 0).astype(jnp.int32), ok
+
+
+def _block_similar(qs, sums, counts, remaining, num_similar, block_size):
+  """Similar part from block summaries: remaining tokens of the best blocks, [B, K, num_similar]."""
+  b, s = remaining.shape
+  nb = sums.shape[1]
+  if nb != -(-s // block_size):
+    raise ValueError(f"block summaries have {nb} blocks; a cache of {s} slots in blocks of "
+                     f"{block_size} needs {-(-s // block_size)}")
+  rem = jnp.pad(remaining, ((0, 0), (0, nb * block_size - s))).reshape(b, nb, block_size)
+  block_ok = rem.any(-1) & (counts > 0)  # [B, C]
+  block_scores = jnp.einsum("BKH,BCKH->BKC", qs, sums) / (
+      jnp.maximum(jnp.linalg.norm(qs, axis=-1)[:, :, None], _EPS)
+      * jnp.maximum(jnp.linalg.norm(sums, axis=-1).transpose(0, 2, 1), _EPS))
+  nsel = min(nb, -(-num_similar // block_size) + 1)
+  _, blk = jax.lax.top_k(jnp.where(block_ok[:, None, :], block_scores, -jnp.inf), nsel)
+  blk_ok = jnp.take_along_axis(jnp.broadcast_to(block_ok[:, None, :], block_scores.shape),
+                               blk, axis=-1)  # [B, K, nsel]
+  pos = blk[..., None] * block_size + jnp.arange(block_size)  # [B, K, nsel, block_size]
+  tok_ok = blk_ok[..., None] & jnp.take_along_axis(
+      rem[:, None].reshape(b, 1, nb * block_size),
+      pos.reshape(b, -1, nsel * block_size), axis=-1
+  ).reshape(pos.shape)
+  pos = pos.reshape(b, -1, nsel * block_size)
+  tok_ok = tok_ok.reshape(pos.shape)
+  # Compact the ok tokens to the front, keeping (block rank, position) order.
+  csum = jnp.cumsum(tok_ok.astype(jnp.int32), axis=-1)
+  ranks = jnp.broadcast_to(jnp.arange(num_similar), pos.shape[:2] + (num_similar,))
+  ok = ranks < csum[..., -1:]
+  where = jnp.minimum(_nth_true(csum, ranks), nsel * block_size - 1)
+  idx = jnp.take_along_axis(pos, where, axis=-1)
+  return jnp.where(ok, idx, 0).astype(jnp.int32), ok
+
+
+@functools.partial(jax.jit, static_argnames=("num_sink", "num_recent", "num_similar",
+                                             "block_size"))
+def select_sparse_kv(q, keys, valid, length, *, num_sink=4, num_recent=64, num_similar=20,
+                     block_size=0, block_sums=None, block_counts=None):
+  """I_t for one decoding step, per kv head group.
+
+  Args:
+    q: [B, N, H] the current query (after rotary).
+    keys: [B, S, K, H] the whole key cache (after rotary).
+    valid: [B, S] bool, real (non-padding) cache slots.
+    length: int32 scalar or [B], cache slots written so far (slots < length).
+    num_sink, num_recent, num_similar: the budget, I = their sum.
+    block_size: 0 = per-token cosine over all remaining keys; > 0 = block-summary selection.
+    block_sums, block_counts: maintained summaries for block mode ([B, C, K, H], [B, C]);
+      None = computed here from `keys` (an O(S) pass, for tests and one-off calls).
+
+  Returns:
+    idx [B, K, I] int32 cache slots, laid out [sink | recent | similar];
+    idx_valid [B, K, I] bool.
+  """
+  if q.ndim != 3 or keys.ndim != 4:
+    raise ValueError(f"q must be [B, N, H] and keys [B, S, K, H]; got {q.shape}, {keys.shape}")
+  b, s, kv, h = keys.shape
+  if q.shape[0] != b or q.shape[2] != h:
+    raise ValueError(f"q {q.shape} does not match keys {keys.shape} in batch or head dim")
+  if valid.shape != (b, s):
+    raise ValueError(f"valid must be [B, S] = {(b, s)}; got {valid.shape}")
+  if min(num_sink, num_recent, num_similar) < 0:
+    raise ValueError(f"budgets must be >= 0; got sink {num_sink}, recent {num_recent}, "
+                     f"similar {num_similar}")
+  sink_idx, sink_ok, recent_idx, recent_ok, remaining = positional_selection(
+      valid, length, num_sink=num_sink, num_recent=num_recent)
+  qs = query_summary(q, kv)
+  if num_similar == 0:
+    sim_idx = jnp.zeros((b, kv, 0), jnp.int32)
+    sim_ok = jnp.zeros((b, kv, 0), bool)
+  elif block_size > 0:
+    if block_sums is None:
+      block_sums, block_counts = block_summaries(keys, valid, length, block_size)
+    sim_idx, sim_ok = _block_similar(qs, block_sums, block_counts, remaining, num_similar,
+                                     block_size)
+  else:
+    rem = jnp.broadcast_to(remaining[:, None, :], (b, kv, s))
+    sim_idx, sim_ok = _top_similar(cosine_scores(qs, keys), rem, num_similar)
+
+  def per_group(x):
+    return jnp.broadcast_to(x[:, None, :], (b, kv, x.shape[-1]))
+
+  idx = jnp.concatenate([per_group(sink_idx), per_group(recent_idx), sim_idx], axis=-1)
+  ok = jnp.concatenate([per_group(sink_ok), per_group(recent_ok), sim_ok], axis=-1)
+  return idx.astype(jnp.int32), ok
+
+
+@jax.jit
+def gather_kv(cache_k, cache_v, idx):
+  """cache_k/v [B, S, K, H], idx [B, K, I] -> k_sel, v_sel [B, I, K, H] with
+  k_sel[b, i, g] = cache_k[b, idx[b, g, i], g]."""
+  if cache_k.shape != cache_v.shape or cache_k.ndim != 4:
+    raise ValueError(f"cache_k and cache_v must both be [B, S, K, H]; got {cache_k.shape}, "
+                     f"{cache_v.shape}")
+  b, _, kv, _ = cache_k.shape
+  if idx.ndim != 3 or idx.shape[:2] != (b, kv):
+    raise ValueError(f"idx must be [B, K, I] with B={b}, K={kv}; got {idx.shape}")
+  where = idx.transpose(0, 2, 1)[..., None]  # [B, I, K, 1]
+  return (jnp.take_along_axis(cache_k, where, axis=1),
+          jnp.take_along_axis(cache_v, where, axis=1))
