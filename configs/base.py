@@ -38,14 +38,14 @@ def get_base_config() -> ml_collections.ConfigDict:
   c.memory.entity_slots = 2
   c.memory.relation_slots = 2
   c.memory.bank_size = 100  # 2 M slots for M = N_max = 50 triples
-  c.memory.layers = "all"  # "all" or a comma-separated list of layer indices
-  c.memory.adapter_rank = 0  # optional low-rank trainable adapter on memory k/v (0 = off)
-  c.memory.rotary_on_memory = False
+  # Memory layers are [first_layer, L). -1 = the upper half: the router then reads a residual
+  # stream that has already processed the context through L/2 plain layers (its q_t).
+  c.memory.first_layer = -1
   c.memory.sparse = False  # sparse self-KV selection during decoding
   c.memory.sink_tokens = 4
   c.memory.recent_tokens = 64  # L_recent
   c.memory.similar_tokens = 20  # |I_t| = 4 + 64 + 20 = 88
-  c.memory.similarity_block = 0  # >0: select similar tokens via block-mean key summaries
+  c.memory.similarity_block = 64  # >0: similar tokens via block-mean key summaries; 0: per token
 
   c.router = ml_collections.ConfigDict()
   c.router.beta = 2.0
@@ -54,6 +54,7 @@ def get_base_config() -> ml_collections.ConfigDict:
   c.router.feature_hidden = 32  # width of phi
   c.router.calibration = "temperature"  # or "platt"
   c.router.router_dim = 64  # width of q_t and k_p in the router score
+  c.router.reliability_clip = 0.01  # conf_ext clipped to [clip, 1 - clip] before its logit
 
   # Multimodal prefix (models/fusion.py).
   c.fusion = ml_collections.ConfigDict()

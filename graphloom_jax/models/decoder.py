@@ -32,11 +32,15 @@ def _pow2(n: int, minimum: int = 8) -> int:
   return max(minimum, 1 << max(0, (n - 1).bit_length()))
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "return_hidden"))
-def _forward(graphdef, state, tokens, valid, return_hidden=False):
+@functools.partial(jax.jit, static_argnames=("graphdef", "return_hidden", "router_def",
+                                             "first_layer"))
+def _forward(graphdef, state, tokens, valid, memory=None, router_def=None, router_state=None,
+             return_hidden=False, first_layer=-1):
   model = nnx.merge(graphdef, state)
+  route = nnx.merge(router_def, router_state) if router_def is not None else None
   cache = llama.KVCache.init(model.config, tokens.shape[0], tokens.shape[1], model.dtype)
-  logits, _, aux = model(tokens, cache, valid, return_hidden=return_hidden)
+  logits, _, aux = model(tokens, cache, valid, memory=memory, route=route,
+                         first_layer=first_layer, return_hidden=return_hidden)
   return logits, aux
 
 
@@ -55,14 +59,21 @@ def _sample(logits, key, temperature, top_p, sample: bool):
   return jnp.take_along_axis(order, choice[:, None], axis=-1)[:, 0].astype(jnp.int32)
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "max_new", "sample"))
-def _generate(graphdef, state, tokens, valid, eos_ids, key, temperature, top_p, pad_id, *,
-              max_new: int, sample: bool):
-  """tokens/valid [B, Tp] left-padded prompts -> (new tokens [B, max_new], counts [B])."""
+@functools.partial(jax.jit, static_argnames=("graphdef", "max_new", "sample", "router_def",
+                                             "first_layer", "sparse"))
+def _generate(graphdef, state, tokens, valid, eos_ids, key, temperature, top_p, pad_id,
+              memory=None, router_def=None, router_state=None, *, max_new: int, sample: bool,
+              first_layer: int = -1, sparse: llama.SparseSpec | None = None):
+  """tokens/valid [B, Tp] left-padded prompts -> new tokens [B, max_new] (pad after EOS)."""
   model = nnx.merge(graphdef, state)
+  route = nnx.merge(router_def, router_state) if router_def is not None else None
   b, tp = tokens.shape
-  cache = llama.KVCache.init(model.config, b, tp + max_new, model.dtype)
-  logits, cache, _ = model(tokens, cache, valid)
+  cache = llama.KVCache.init(model.config, b, tp + max_new, model.dtype,
+                             block_size=sparse.block_size if sparse else 0)
+  memory_kv = model.project_memory(memory, first_layer) if memory is not None else None
+  step = functools.partial(model, memory=memory, route=route, memory_kv=memory_kv,
+                           first_layer=first_layer, sparse=sparse)
+  logits, cache, _ = step(tokens, cache, valid)
   key, sub = jax.random.split(key)
   first = _sample(logits[:, -1], sub, temperature, top_p, sample)
 
@@ -74,7 +85,7 @@ def _generate(graphdef, state, tokens, valid, eos_ids, key, temperature, top_p, 
     i, tok, cache, out, done, key = carry
     out = out.at[:, i].set(jnp.where(done, pad_id, tok))
     done = done | jnp.isin(tok, eos_ids)
-    logits, cache, _ = model(tok[:, None], cache, jnp.ones((b, 1), bool))
+    logits, cache, _ = step(tok[:, None], cache, jnp.ones((b, 1), bool))
     key, sub = jax.random.split(key)
     return i + 1, _sample(logits[:, 0], sub, temperature, top_p, sample), cache, out, done, key
 
@@ -82,6 +93,17 @@ def _generate(graphdef, state, tokens, valid, eos_ids, key, temperature, top_p, 
           jnp.zeros((b,), bool), key)
   _, _, _, out, _, _ = jax.lax.while_loop(cond, body, init)
   return out
+
+
+def _split_router(router):
+  if router is None:
+    return None, None
+  return nnx.split(router)
+
+
+def _check_memory(memory, batch: int):
+  if memory is not None and memory.batch_size != batch:
+    raise ValueError(f"memory holds {memory.batch_size} rows for {batch} prompts")
 
 
 class Decoder:
@@ -119,12 +141,17 @@ class Decoder:
                        f"{self.max_seq_len} tokens")
     return ids.astype(np.int32)
 
-  def logits(self, input_ids: np.ndarray, attention_mask: np.ndarray | None = None) -> np.ndarray:
+  def logits(self, input_ids: np.ndarray, attention_mask: np.ndarray | None = None, *,
+             memory=None, router=None, first_layer: int = -1) -> np.ndarray:
     """input_ids int32 [B, T] -> float32 logits [B, T, V]. `attention_mask` [B, T] marks real
-    tokens of left-padded rows."""
+    tokens of left-padded rows; `memory` (models.memory.Memory) and `router` (an nnx module
+    called as router(h, memory) -> (active, bias)) enable KG-JSA++ in layers >= first_layer."""
     ids = self._check_ids(input_ids)
+    _check_memory(memory, ids.shape[0])
     valid = np.ones(ids.shape, bool) if attention_mask is None else np.asarray(attention_mask, bool)
-    logits, _ = _forward(self._graphdef, self._state, ids, valid)
+    router_def, router_state = _split_router(router)
+    logits, _ = _forward(self._graphdef, self._state, ids, valid, memory, router_def,
+                         router_state, first_layer=first_layer)
     return np.asarray(logits, dtype=np.float32)
 
   def hidden_states(self, input_ids: np.ndarray) -> np.ndarray:
@@ -132,7 +159,8 @@ class Decoder:
     (the last before the final norm), like transformers' `output_hidden_states` minus its
     final-norm substitution."""
     ids = self._check_ids(input_ids)
-    _, aux = _forward(self._graphdef, self._state, ids, np.ones(ids.shape, bool), True)
+    _, aux = _forward(self._graphdef, self._state, ids, np.ones(ids.shape, bool),
+                      return_hidden=True)
     return np.asarray(aux["hidden"], dtype=np.float32)
 
   def encode_prompts(self, prompts: Sequence[str], chat: bool = True) -> list[list[int]]:
@@ -150,9 +178,13 @@ class Decoder:
 
   def generate_ids(self, prompt_ids: Sequence[Sequence[int]], max_new_tokens: int = 64, *,
                    temperature: float = 0.0, top_p: float = 1.0, seed: int = 0,
-                   eos_ids: Sequence[int] | None = None) -> list[list[int]]:
+                   eos_ids: Sequence[int] | None = None, memory=None, router=None,
+                   first_layer: int = -1,
+                   sparse: llama.SparseSpec | None = None) -> list[list[int]]:
     """Token-level generation. Greedy when temperature == 0; stops a row at its first EOS
-    (the EOS is not returned)."""
+    (the EOS is not returned). With `memory` (and optionally a `router` recomputing the active
+    slots at every step) layers >= first_layer attend jointly to prefix, slots and their own
+    cache; with `sparse` each decoding step reads only the sparse set I_t of the cache."""
     if not prompt_ids:
       raise ValueError("no prompts given")
     if max_new_tokens < 1:
@@ -175,10 +207,13 @@ class Decoder:
       tokens[i, width - len(p):] = np.asarray(p, np.int32)
       valid[i, width - len(p):] = True
     self._check_ids(tokens)
+    _check_memory(memory, len(prompt_ids))
+    router_def, router_state = _split_router(router)
     out = _generate(self._graphdef, self._state, tokens, valid,
                     jnp.asarray(list(eos_ids) or [-1], jnp.int32), jax.random.key(seed),
-                    jnp.float32(temperature), jnp.float32(top_p), jnp.int32(pad),
-                    max_new=max_new, sample=temperature > 0)
+                    jnp.float32(temperature), jnp.float32(top_p), jnp.int32(pad), memory,
+                    router_def, router_state, max_new=max_new, sample=temperature > 0,
+                    first_layer=first_layer, sparse=sparse)
     out = np.asarray(out)[:, :max_new_tokens]
     results = []
     for row in out:
@@ -188,11 +223,15 @@ class Decoder:
     return results
 
   def generate(self, prompts: Sequence[str], max_new_tokens: int = 64, chat: bool = True, *,
-               temperature: float = 0.0, top_p: float = 1.0, seed: int = 0) -> list[str]:
-    """Answers each prompt (through the chat template unless chat=False); greedy by default."""
+               temperature: float = 0.0, top_p: float = 1.0, seed: int = 0, memory=None,
+               router=None, first_layer: int = -1,
+               sparse: llama.SparseSpec | None = None) -> list[str]:
+    """Answers each prompt (through the chat template unless chat=False); greedy by default.
+    `memory`, `router`, `first_layer` and `sparse` as in `generate_ids`."""
     ids = self.encode_prompts(prompts, chat)
     outs = self.generate_ids(ids, max_new_tokens, temperature=temperature, top_p=top_p,
-                             seed=seed)
+                             seed=seed, memory=memory, router=router, first_layer=first_layer,
+                             sparse=sparse)
     return [self.tokenizer.decode(o).strip() for o in outs]
 
 

@@ -12,7 +12,7 @@ alone.
 
 import dataclasses
 import json
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import flax.struct
 import jax
@@ -20,9 +20,12 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from graphloom_jax.models import memory as memory_lib
 from graphloom_jax.ops import attention as attention_ops
+from graphloom_jax.ops import joint_attention as joint
 from graphloom_jax.ops import norms
 from graphloom_jax.ops import rope
+from graphloom_jax.ops import sparse_kv
 
 LAYER_PARAMS = ("attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate", "w_up", "w_down")
 
@@ -150,17 +153,50 @@ class KVCache:
   valid: jax.Array  # [B, S] bool: slot holds a real (non-pad) token
   next_pos: jax.Array  # [B] int32: rotary position of the row's next real token
   length: jax.Array  # [] int32: slots written so far (same for every row)
+  # Block-mean key summaries for the sparse cache's block selection (None when unused):
+  block_sums: jax.Array | None = None  # [L, B, C, K, H] float32, C = S / block_size
+  block_counts: jax.Array | None = None  # [L, B, C] int32
 
   @classmethod
-  def init(cls, config: LlamaConfig, batch: int, max_len: int, dtype=jnp.float32) -> "KVCache":
+  def init(cls, config: LlamaConfig, batch: int, max_len: int, dtype=jnp.float32,
+           block_size: int = 0) -> "KVCache":
     shape = (config.num_layers, batch, max_len, config.num_kv_heads, config.head_dim)
+    sums = counts = None
+    if block_size > 0:
+      blocks = -(-max_len // block_size)
+      sums = jnp.zeros(shape[:2] + (blocks,) + shape[3:], jnp.float32)
+      counts = jnp.zeros(shape[:2] + (blocks,), jnp.int32)
     return cls(k=jnp.zeros(shape, dtype), v=jnp.zeros(shape, dtype),
                valid=jnp.zeros((batch, max_len), bool),
-               next_pos=jnp.zeros((batch,), jnp.int32), length=jnp.zeros((), jnp.int32))
+               next_pos=jnp.zeros((batch,), jnp.int32), length=jnp.zeros((), jnp.int32),
+               block_sums=sums, block_counts=counts)
 
   @property
   def max_len(self) -> int:
     return self.k.shape[2]
+
+
+@dataclasses.dataclass(frozen=True)
+class SparseSpec:
+  """The sparse self-KV set I_t used at decoding steps: sink + recent + similar tokens
+  (block_size > 0 picks similar tokens through block-mean key summaries kept in the cache)."""
+  num_sink: int = 4
+  num_recent: int = 64
+  num_similar: int = 20
+  block_size: int = 64
+
+  @property
+  def budget(self) -> int:
+    return self.num_sink + self.num_recent + self.num_similar
+
+
+@flax.struct.dataclass
+class MemoryKV:
+  """Memory mapped into the key/value space of each memory layer (no rotary phase)."""
+  prefix_k: jax.Array  # [L_m, B, P, K, H]
+  prefix_v: jax.Array
+  slot_k: jax.Array  # [L_m, B, M, K, H]
+  slot_v: jax.Array
 
 
 def _mlp(x, w_gate, w_up, w_down):
@@ -199,13 +235,50 @@ class Llama(nnx.Module):
       return self.embed.value.T
     return self.lm_head.value
 
+  def first_memory_layer(self, first_layer: int) -> int:
+    n = self.config.num_layers
+    first = n // 2 if first_layer < 0 else first_layer
+    if not 0 <= first < n:
+      raise ValueError(f"memory first_layer {first_layer} is outside 0..{n - 1}")
+    return first
+
+  def project_memory(self, memory: memory_lib.Memory, first_layer: int = -1) -> MemoryKV:
+    """Maps model-width memory vectors through each memory layer's frozen attention norm and
+    k/v projections."""
+    first = self.first_memory_layer(first_layer)
+    p = {k: v[first:] for k, v in self.layer_params().items()}
+    norm_w = p["attn_norm"][:, None, None, :]  # [L_m, 1, 1, D]
+    eps = self.config.rms_norm_eps
+
+    def kv(x):  # x [B, X, D] or [L_m, B, X, D] -> ([L_m, B, X, K, H], same)
+      h = norms.rms_norm(x.astype(self.dtype), norm_w, eps)
+      return (jnp.einsum("LBXD,LDKH->LBXKH", h, p["wk"]),
+              jnp.einsum("LBXD,LDKH->LBXKH", h, p["wv"]))
+
+    prefix_k, prefix_v = kv(memory.prefix)
+    slot_k, _ = kv(memory.slot_keys)
+    _, slot_v = kv(memory.slot_values)
+    return MemoryKV(prefix_k=prefix_k, prefix_v=prefix_v, slot_k=slot_k, slot_v=slot_v)
+
   def __call__(self, tokens: jax.Array, cache: KVCache, token_valid: jax.Array | None = None,
-               *, return_hidden: bool = False) -> tuple[jax.Array, KVCache, dict[str, Any]]:
+               *, memory: memory_lib.Memory | None = None,
+               route: memory_lib.Router | None = None, memory_kv: MemoryKV | None = None,
+               first_layer: int = -1, sparse: SparseSpec | None = None,
+               return_hidden: bool = False, return_slot_attention: bool = False,
+               ) -> tuple[jax.Array, KVCache, dict[str, Any]]:
     """tokens [B,T] int32 appended at cache slots [length, length + T).
 
-    Returns logits [B,T,V] float32, the updated cache and aux outputs
-    (`hidden`: [L+1, B, T, D] residual stream after the embedding and after every layer,
-    the last one before the final norm; only with return_hidden).
+    memory: KG-JSA++ memory read by layers [first_layer, L) (see models/memory.py); `route`
+      computes the active slots from the residual stream entering the first memory layer;
+      `memory_kv` is `project_memory(memory)` precomputed (decode loops).
+    sparse: at single-token steps, attend to the sparse set I_t instead of the whole cache.
+
+    Returns logits [B,T,V] float32, the updated cache and aux outputs:
+      `hidden` [L+1, B, T, D]: the embedding output and the residual stream after every layer
+        (the last before the final norm), with return_hidden;
+      `slot_attention` [L_m, B, T, N, M]: the joint-softmax probability of every slot, with
+        return_slot_attention;
+      `slot_active` / `slot_bias` [B, T, M]: the routing used, when memory is given.
     """
     cfg = self.config
     b, t = tokens.shape
@@ -217,12 +290,15 @@ class Llama(nnx.Module):
     valid = jax.lax.dynamic_update_slice(cache.valid, token_valid, (0, length))  # [B,S]
     mask = attention_ops.causal_mask(valid, length + jnp.arange(t))  # [B,T,S]
     cos, sin = rope.rope_tables(positions, self.inv_freq.value)
-
-    x = self.embed.value[tokens]  # [B,T,D]
+    use_sparse = sparse is not None and t == 1
+    block = sparse.block_size if sparse is not None else 0
+    if block and cache.block_sums is None:
+      raise ValueError("sparse block selection needs a cache made with "
+                       f"KVCache.init(..., block_size={block})")
 
     def layer(carry, xs):
-      x, cache_k, cache_v = carry
-      p, index = xs
+      x, cache_k, cache_v, sums, counts = carry
+      p, index, mem = xs
       h = norms.rms_norm(x, p["attn_norm"], cfg.rms_norm_eps)
       q = rope.apply_rope(jnp.einsum("BTD,DNH->BTNH", h, p["wq"]), cos, sin)
       k = rope.apply_rope(jnp.einsum("BTD,DKH->BTKH", h, p["wk"]), cos, sin)
@@ -231,25 +307,97 @@ class Llama(nnx.Module):
                                              (index, 0, length, 0, 0))
       cache_v = jax.lax.dynamic_update_slice(cache_v, v[None].astype(cache_v.dtype),
                                              (index, 0, length, 0, 0))
-      attn = attention_ops.gqa_attention(q, cache_k[index], cache_v[index], mask)
+      layer_k, layer_v = cache_k[index], cache_v[index]
+      if block:
+        if t == 1:
+          s_l, c_l = sparse_kv.update_block_summaries(
+              sums[index], counts[index], k[:, 0], length, token_valid[:, 0], block_size=block)
+        else:
+          s_l, c_l = sparse_kv.block_summaries(layer_k, valid, length + t, block)
+        sums = sums.at[index].set(s_l)
+        counts = counts.at[index].set(c_l)
+      if use_sparse:
+        idx, idx_ok = sparse_kv.select_sparse_kv(
+            q[:, 0], layer_k, valid, length + 1, num_sink=sparse.num_sink,
+            num_recent=sparse.num_recent, num_similar=sparse.num_similar, block_size=block,
+            block_sums=sums[index] if block else None,
+            block_counts=counts[index] if block else None)
+        self_k, self_v = sparse_kv.gather_kv(layer_k, layer_v, idx)
+        self_mask = idx_ok[:, :, None, :]  # [B,K,1,I]
+      else:
+        self_k, self_v, self_mask = layer_k, layer_v, mask
+      parts = [joint.partial_attention(q, self_k, self_v, self_mask)]
+      slot_probs = None
+      if mem is not None:
+        pk, pv, sk, sv = mem
+        parts.append(joint.partial_attention(q, pk, pv, prefix_mask))
+        parts.append(joint.partial_attention(q, sk, sv, slot_mask, slot_bias))
+        if return_slot_attention:
+          slot_probs = _slot_probabilities(q, sk, slot_mask, slot_bias,
+                                           jnp.stack([lse for _, lse in parts]))
+      attn = joint.merge_partials(parts) if len(parts) > 1 else parts[0][0]
       x = x + jnp.einsum("BTNH,NHD->BTD", attn, p["wo"])
       h = norms.rms_norm(x, p["mlp_norm"], cfg.rms_norm_eps)
       x = x + _mlp(h, p["w_gate"], p["w_up"], p["w_down"])
-      return (x, cache_k, cache_v), (x if return_hidden else None)
+      return (x, cache_k, cache_v, sums, counts), (x if return_hidden else None, slot_probs)
 
-    (x, cache_k, cache_v), hidden = jax.lax.scan(
-        layer, (x, cache.k, cache.v),
-        (self.layer_params(), jnp.arange(cfg.num_layers)))
+    params = self.layer_params()
+    carry = (self.embed.value[tokens], cache.k, cache.v, cache.block_sums, cache.block_counts)
+    first = self.first_memory_layer(first_layer) if memory is not None else cfg.num_layers
     aux = {}
+    hidden = []
+    prefix_mask = slot_mask = slot_bias = None
+    if first > 0:
+      carry, (hid, _) = jax.lax.scan(
+          layer, carry, ({k: w[:first] for k, w in params.items()}, jnp.arange(first), None))
+      hidden.append(hid)
+    if memory is not None:
+      if memory_kv is None:
+        memory_kv = self.project_memory(memory, first_layer)
+      if route is not None:
+        active, slot_bias = route(carry[0], memory)
+      else:
+        active = (memory.slot_active if memory.slot_active is not None
+                  else jnp.ones((b, t, memory.num_slots), bool))
+        slot_bias = (memory.slot_bias if memory.slot_bias is not None
+                     else jnp.zeros((b, t, memory.num_slots), jnp.float32))
+      slot_mask = active & memory.slot_valid[:, None, :]
+      prefix_mask = memory.prefix_mask
+      aux["slot_active"], aux["slot_bias"] = slot_mask, slot_bias
+      mem_xs = (memory_kv.prefix_k, memory_kv.prefix_v, memory_kv.slot_k, memory_kv.slot_v)
+      carry, (hid, slot_probs) = jax.lax.scan(
+          layer, carry,
+          ({k: w[first:] for k, w in params.items()}, jnp.arange(first, cfg.num_layers), mem_xs))
+      hidden.append(hid)
+      if return_slot_attention:
+        aux["slot_attention"] = slot_probs
+    x, cache_k, cache_v, sums, counts = carry
     if return_hidden:
-      aux["hidden"] = jnp.concatenate([self.embed.value[tokens][None], hidden], axis=0)
+      aux["hidden"] = jnp.concatenate([self.embed.value[tokens][None]] + hidden, axis=0)
     x = norms.rms_norm(x, self.final_norm.value, cfg.rms_norm_eps)
     logits = jnp.einsum("BTD,DV->BTV", x, self.output_matrix(),
                         preferred_element_type=jnp.float32)
     new_cache = KVCache(k=cache_k, v=cache_v, valid=valid,
                         next_pos=cache.next_pos + jnp.sum(token_valid, axis=1, dtype=jnp.int32),
-                        length=length + t)
+                        length=length + t, block_sums=sums, block_counts=counts)
     return logits, new_cache, aux
+
+
+def _slot_probabilities(q, slot_k, slot_mask, slot_bias, lses):
+  """Joint-softmax probability of each slot: exp(score_p - logsumexp over all key sets).
+
+  q [B,T,N,H], slot_k [B,M,K,H], slot_mask/bias [B,T,M], lses [sets, B,T,N] -> [B,T,N,M].
+  """
+  b, t, n, h = q.shape
+  kv = slot_k.shape[2]
+  scores = jnp.einsum("BTKGH,BMKH->BTKGM", q.reshape(b, t, kv, n // kv, h), slot_k,
+                      preferred_element_type=jnp.float32).reshape(b, t, n, -1) * h ** -0.5
+  scores = scores + slot_bias[:, :, None, :]
+  peak = jnp.max(lses, axis=0)
+  peak = jnp.where(jnp.isfinite(peak), peak, 0.0)
+  total = peak + jnp.log(jnp.sum(jnp.exp(lses - peak), axis=0))  # [B,T,N]
+  probs = jnp.exp(scores - total[..., None])
+  return jnp.where(slot_mask[:, :, None, :], probs, 0.0)
 
 
 def init_random(config: LlamaConfig, seed: int = 0, dtype=jnp.float32) -> Llama:
@@ -298,17 +446,3 @@ def config_from_arch(arch: Mapping[str, Any]) -> LlamaConfig:
 def count_params(model: Llama) -> int:
   return sum(int(np.prod(getattr(model, n).value.shape))
              for n in model.config.param_shapes())
-
-
-def layer_subset(spec: str | Sequence[int], num_layers: int) -> tuple[int, ...]:
-  """Parses a layer selection: "all", "upper_half" or a comma-separated list of indices."""
-  if isinstance(spec, str):
-    if spec == "all":
-      return tuple(range(num_layers))
-    if spec == "upper_half":
-      return tuple(range(num_layers // 2, num_layers))
-    spec = [int(s) for s in spec.split(",") if s.strip()]
-  out = tuple(sorted(set(int(i) for i in spec)))
-  if not out or out[0] < 0 or out[-1] >= num_layers:
-    raise ValueError(f"layer selection {spec!r} is not within 0..{num_layers - 1}")
-  return out
