@@ -3,6 +3,7 @@ conf_ext, VG scene graphs, tau_edge filtering and the instance graph."""
 
 import json
 import math
+import os
 import random
 
 import networkx as nx
@@ -305,3 +306,18 @@ def test_instance_graph_keeps_parallel_relations_and_instances():
   g = instance_graph.build_instance_graph(ts)
   assert g.number_of_edges("man", "horse") == 3
   assert sorted(g["man"]["horse"]) == ["on", "riding", "riding@b"]
+
+
+REBEL_PATH = os.environ.get("GRAPHLOOM_REBEL_PATH", "")
+
+
+@pytest.mark.skipif(not REBEL_PATH or not os.path.exists(os.path.join(REBEL_PATH, "config.json")),
+                    reason="REBEL weights not available locally: set GRAPHLOOM_REBEL_PATH to a "
+                           "transformers folder of Babelscape/rebel-large (nothing is downloaded)")
+def test_real_rebel_weights():
+  ext = rebel.RebelExtractor(REBEL_PATH)
+  text = ("Punta Cana is a resort town in the municipality of Higuey, in La Altagracia "
+          "Province, the easternmost province of the Dominican Republic.")
+  got, = ext.extract([text], ["doc0"])
+  assert any(t.subject == "Punta Cana" for t in got)
+  assert all(0 < t.confidence <= 1 and t.provenance.span == (0, len(text)) for t in got)

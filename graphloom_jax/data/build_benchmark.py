@@ -352,7 +352,7 @@ class QuestionMaker:
       first, second = ((f"the thing the {s1} {phrase(p1)}", f"the thing the {s2} {phrase(p2)}")
                        if rng.random() < 0.5 else
                        (f"the thing the {s2} {phrase(p2)}", f"the thing the {s1} {phrase(p1)}"))
-      return dict(question=f"Which is {article(h)}: {first} or {second}?", answers=[o1],
+      return dict(question=f"Which is a kind of {h}: {first} or {second}?", answers=[o1],
                   gold=[(s1, p1, o1), (s2, p2, o2)] + paths[h], intermediate=[o1, o2],
                   pools=([o2], scene.objects, self.vocab), modality="image")
     return None
@@ -377,11 +377,11 @@ class QuestionMaker:
         h = rng.choice(hs)
         if key[0] == "<-":
           _, p, o = key
-          q = f"Which thing that {phrase(p)} the {o} is {article(h)}?"
+          q = f"Which thing that {phrase(p)} the {o} is a kind of {h}?"
           gold = [(ans, p, o)]
         else:
           s, p = key
-          q = f"Which thing the {s} {phrase(p)} is {article(h)}?"
+          q = f"Which thing the {s} {phrase(p)} is a kind of {h}?"
           gold = [(s, p, ans)]
         return dict(question=q, answers=[ans], gold=gold + paths[h], intermediate=members,
                     pools=(members, scene.objects, self.vocab), modality="image")
