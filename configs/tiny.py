@@ -24,13 +24,14 @@ def get_config():
   c.memory.similar_tokens = 4
   c.memory.sink_tokens = 2
   c.train.warmup_steps = 5
+  c.train.learning_rate = 3e-3  # 40 steps: a visibly falling loss in CI
   c.train.num_steps = 40
   c.train.batch_size = 4
   c.train.grad_accum = 2
   c.train.log_every = 5
   c.train.eval_every = 20
   c.train.checkpoint_every = 10
-  c.train.seq_len = 96
+  c.train.seq_len = 144
   c.train.max_train_examples = 160
   c.train.eval_examples = 32
   c.router.router_dim = 16

@@ -129,7 +129,7 @@ def test_router_module_matches_torch():
   k = T(keys) @ wk
   vis = (T(inputs.visual) @ wv)[:, 0][:, None].expand(b, t)
   feat = (torch.tanh(T(inputs.features) @ w1 + b1) @ w2 + b2)[..., 0]
-  rel = T(inputs.reliability).clamp(1e-6, 1 - 1e-6)
+  rel = T(inputs.reliability).clamp(0.01, 0.99)
   c = torch.sigmoid((torch.log(rel) - torch.log1p(-rel)) / 1.7)
   s = torch_scores(q, k, vis, feat, c, 2.0, -1.0)
   want_active, want_bias, _ = torch_select(s, valid, np.asarray(inputs.is_entity), 2, 2, 0.3)

@@ -9,6 +9,10 @@ V visual width.
   phi(f_p)                       2-layer MLP (tanh) on the slot features [B, M, F]
   c_p  = calibration(conf_ext)   temperature sigmoid(logit(c) / T) or Platt sigmoid(a logit(c) + b)
 
+conf_ext is clipped to [reliability_clip, 1 - reliability_clip] (0.01) before the logit: knowledge
+base facts arrive with conf_ext = 1, and an unclipped logit would add beta * 13.8 to their score,
+opening their gates whatever the rest of the router says.
+
 The calibration parameters are not trained by gradient: they are fitted on validation data
 (`fit_calibration`) and kept in their own variable type so optimisers filtered on nnx.Param
 never see them.
@@ -42,7 +46,8 @@ class Router(nnx.Module):
   def __init__(self, model_dim: int, visual_dim: int, num_features: int, *, router_dim: int = 64,
                feature_hidden: int = 32, beta: float = 2.0, bias: float = -1.0,
                epsilon: float = 0.3, entity_k: int = 2, relation_k: int = 2,
-               calibration: str = "temperature", rngs: nnx.Rngs):
+               calibration: str = "temperature", reliability_clip: float = 0.01,
+               rngs: nnx.Rngs):
     if calibration not in ("temperature", "platt"):
       raise ValueError(f"router calibration={calibration!r}; expected 'temperature' or 'platt'")
     self.q_proj = nnx.Linear(model_dim, router_dim, use_bias=False, rngs=rngs)
@@ -56,6 +61,7 @@ class Router(nnx.Module):
     self.beta, self.bias, self.epsilon = beta, bias, epsilon
     self.entity_k, self.relation_k = entity_k, relation_k
     self.calibration = calibration
+    self.reliability_clip = reliability_clip
 
   @classmethod
   def from_config(cls, config, model_dim: int, visual_dim: int, num_features: int,
@@ -66,14 +72,18 @@ class Router(nnx.Module):
       raise ValueError(
           f"config.memory: entity_slots ({mem.entity_slots}) + relation_slots "
           f"({mem.relation_slots}) must equal active_slots ({mem.active_slots})")
-    return cls(model_dim, visual_dim, num_features, router_dim=r.get("router_dim", 64),
+    return cls(model_dim, visual_dim, num_features, router_dim=r.router_dim,
                feature_hidden=r.feature_hidden, beta=r.beta, bias=r.bias, epsilon=r.epsilon,
                entity_k=mem.entity_slots, relation_k=mem.relation_slots,
-               calibration=r.calibration, rngs=rngs)
+               calibration=r.calibration, reliability_clip=r.reliability_clip, rngs=rngs)
+
+  def _logit(self, reliability: jax.Array) -> jax.Array:
+    c = self.reliability_clip
+    return routing.safe_logit(jnp.clip(reliability, c, 1.0 - c))
 
   def calibrate(self, reliability: jax.Array) -> jax.Array:
     """c_p from raw reliabilities [..., M]."""
-    z = routing.safe_logit(reliability)
+    z = self._logit(reliability)
     if self.calibration == "temperature":
       return routing.apply_temperature(z, self.temperature[...])
     a, b = self.platt[...]
@@ -82,14 +92,14 @@ class Router(nnx.Module):
   def fit_calibration(self, reliability: jax.Array, utility: jax.Array,
                       mask: jax.Array | None = None) -> None:
     """Fit the calibration of c_p on validation slots: raw reliabilities vs 0/1 utility, [N]."""
-    z = routing.safe_logit(reliability.reshape(-1))
+    z = self._logit(reliability.reshape(-1))
     y = utility.reshape(-1)
     w = None if mask is None else mask.reshape(-1)
     if self.calibration == "temperature":
-      self.temperature[...] = routing.fit_temperature(z, y, w)
+      self.temperature.value = routing.fit_temperature(z, y, w)
     else:
       a, b = routing.fit_platt(z, y, w)
-      self.platt[...] = jnp.stack([a, b])
+      self.platt.value = jnp.stack([a, b])
 
   def feature_term(self, features: jax.Array) -> jax.Array:
     """phi(f_p): [B, M, F] -> [B, M]."""

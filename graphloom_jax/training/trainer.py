@@ -1,0 +1,441 @@
+"""GraphLoom training with a frozen backbone (MISSION.md section 6).
+
+Shapes: B micro-batch, T sequence length, V vocabulary, M slots, J options, L_m memory layers,
+N heads.
+
+What is trained: the heads of `models.heads.GraphLoomHeads` (slot projection, fusion prefix,
+router), i.e. their `nnx.Param`s. The decoder's weights enter the jitted step as a separate,
+non-differentiated argument: they get no gradient, no optimizer state, and are never written.
+The router's calibration variables are fitted, not trained (they ride along in `rest`).
+
+One micro-step = one forward/backward over a micro-batch of `train.batch_size` rows;
+`optax.MultiSteps` applies an AdamW update every `train.grad_accum` micro-steps (an optimizer
+step, the unit of `step`, logging, evaluation and checkpoints). Schedule: linear warm-up to
+`learning_rate` over `warmup_steps`, cosine to `end_learning_rate` at `num_steps`; gradients
+clipped to global norm `clip_norm` before AdamW (b1, b2, weight_decay from the config).
+
+Data parallel: a 1-D mesh ("data") over the devices; batches are sharded along their first
+axis, parameters and optimizer state replicated; `jax.jit` inserts the gradient all-reduce.
+
+Checkpoints (orbax, WORKDIR/checkpoints latest two, WORKDIR/best the best S_val): params,
+calibration state, optimizer state, and JSON metadata with the step, the data position (the
+micro-step, which indexes the grain dataset directly) and the early-stopping state. Rerunning in
+the same WORKDIR resumes from the latest checkpoint; metrics.jsonl lines written after that
+checkpoint (by a run that was killed) are dropped so the log has each step once.
+
+Evaluation every `eval_every` steps on validation questions:
+  S_ans   multiple-choice accuracy (length-normalised option log-likelihood, with the memory);
+  S_faith fraction of routed (active) slots at the answer steps of the gold answer that hold a
+          gold supporting triple: our stand-in for faithfulness during training, since the
+          H-Rate verifier must stay independent of training;
+  S_val = 0.7 S_ans + 0.3 S_faith drives the best checkpoint and early stopping (`patience`).
+"""
+
+import dataclasses
+import functools
+import json
+import math
+import os
+import pathlib
+import time
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import orbax.checkpoint as ocp
+from flax import nnx
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from graphloom_jax.evaluation import answers, calibration
+from graphloom_jax.models import heads as heads_lib
+from graphloom_jax.models import llama
+from graphloom_jax.models import memory as memory_lib
+from graphloom_jax.ops import routing
+from graphloom_jax.training import data as data_lib
+from graphloom_jax.training import losses
+
+# --------------------------------------------------------------------------- the model call
+
+ModelCall = Callable[..., tuple[jax.Array, jax.Array]]
+
+
+def decoder_forward(backbone: llama.Llama, tokens: jax.Array, valid: jax.Array,
+                    memory: memory_lib.Memory, route: memory_lib.Router):
+  """The one place that calls the decoder: full-sequence forward with the memory and router.
+
+  Returns logits [B, T, V] and the attention mass on each slot [L_m, B, T, N, M].
+  """
+  cache = llama.KVCache.init(backbone.config, tokens.shape[0], tokens.shape[1], backbone.dtype)
+  logits, _, aux = backbone(tokens, cache, valid, memory=memory, route=route,
+                            return_slot_attention=True)
+  return logits, aux["slot_attention"]
+
+
+# --------------------------------------------------------------------------- hyper-parameters
+
+@dataclasses.dataclass(frozen=True)
+class Hyper:
+  """The static (hashable) settings of the jitted steps."""
+  learning_rate: float
+  end_learning_rate: float
+  warmup_steps: int
+  num_steps: int
+  grad_accum: int
+  clip_norm: float
+  b1: float
+  b2: float
+  weight_decay: float
+  label_smoothing: float
+  w_gen: float
+  w_cal: float
+  w_cf: float
+  w_align: float
+
+  @classmethod
+  def from_config(cls, config) -> "Hyper":
+    t = config.train
+    w = t.loss_weights
+    return cls(t.learning_rate, t.end_learning_rate, t.warmup_steps, t.num_steps, t.grad_accum,
+               t.clip_norm, t.b1, t.b2, t.weight_decay, t.label_smoothing, w.gen, w.cal, w.cf,
+               w.align)
+
+
+def schedule(h: Hyper) -> optax.Schedule:
+  return optax.warmup_cosine_decay_schedule(
+      0.0, h.learning_rate, h.warmup_steps, max(h.num_steps, h.warmup_steps + 1),
+      h.end_learning_rate)
+
+
+@functools.lru_cache(maxsize=None)
+def optimizer(h: Hyper) -> optax.GradientTransformation:
+  tx = optax.chain(optax.clip_by_global_norm(h.clip_norm),
+                   optax.adamw(schedule(h), b1=h.b1, b2=h.b2, weight_decay=h.weight_decay))
+  return optax.MultiSteps(tx, every_k_schedule=h.grad_accum)
+
+
+# --------------------------------------------------------------------------- jitted steps
+
+def _forward(heads_def, params, rest, backbone_def, backbone_state, batch, model_call, dtype):
+  heads = nnx.merge(heads_def, params, rest)
+  backbone = nnx.merge(backbone_def, backbone_state)
+  mem, inputs = heads.memory(batch, dtype)
+  record: list[routing.Routing] = []
+  logits, slot_attention = model_call(backbone, batch["tokens"], batch["valid"], mem,
+                                      heads.router.route_fn(inputs, record))
+  if len(record) != 1:
+    raise RuntimeError(f"the decoder called the router {len(record)} times in one forward pass; "
+                       "the losses expect exactly one routing decision per position")
+  return logits, slot_attention, record[0]
+
+
+def _losses(h: Hyper, batch, logits, slot_attention, r: routing.Routing) -> losses.Losses:
+  steps = batch["loss_mask"]
+  gen = losses.generation_loss(logits, batch["targets"], steps, h.label_smoothing)
+  cal = losses.calibration_loss(r.scores, batch["slot_utility"], batch["slot_valid"], steps)
+  cf = losses.contrastive_loss(r.scores, batch["slot_utility"], batch["slot_valid"], steps)
+  align = losses.alignment_loss(r.scores, r.active, slot_attention, steps)
+  return losses.total_loss(dict(gen=h.w_gen, cal=h.w_cal, cf=h.w_cf, align=h.w_align),
+                           gen, cal, cf, align)
+
+
+@functools.partial(jax.jit, static_argnames=("heads_def", "backbone_def", "h", "model_call",
+                                              "dtype"), donate_argnames=("params", "opt_state"))
+def train_step(params, opt_state, rest, backbone_state, batch, *, heads_def, backbone_def,
+               h: Hyper, model_call: ModelCall, dtype):
+  """One micro-step: gradients of the trainable params only, MultiSteps update."""
+
+  def loss_fn(p):
+    logits, attn, r = _forward(heads_def, p, rest, backbone_def, backbone_state, batch,
+                               model_call, dtype)
+    out = _losses(h, batch, logits, attn, r)
+    active_steps = r.active & batch["loss_mask"][:, :, None]
+    return out.total, (out, jnp.sum(active_steps) / jnp.maximum(jnp.sum(batch["loss_mask"]), 1))
+
+  (_, (out, active)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+  tx = optimizer(h)
+  updates, opt_state = tx.update(grads, opt_state, params)
+  params = optax.apply_updates(params, updates)
+  metrics = dict(loss=out.total, gen=out.gen, cal=out.cal, cf=out.cf, align=out.align,
+                 grad_norm=optax.global_norm(grads), active_slots=active)
+  return params, opt_state, metrics
+
+
+@functools.partial(jax.jit, static_argnames=("heads_def", "backbone_def", "model_call", "dtype"))
+def eval_step(params, rest, backbone_state, batch, *, heads_def, backbone_def,
+              model_call: ModelCall, dtype):
+  """Validation: option scores [B, J], routed-slot faithfulness counts, first-step gates."""
+  _, _, r = _forward(heads_def, params, rest, backbone_def, backbone_state, batch, model_call,
+                     dtype)
+  steps = batch["loss_mask"]
+  useful = batch["slot_utility"] > 0.5
+  act = r.active & steps[:, :, None]
+  faith_hits = jnp.sum(act & useful[:, None, :], axis=(1, 2))
+  faith_total = jnp.sum(act, axis=(1, 2))
+  first = jnp.argmax(steps, axis=1)  # the step that predicts the first answer token
+  gates = jnp.take_along_axis(r.gates, first[:, None, None], axis=1)[:, 0]
+  scores_first = jnp.take_along_axis(r.scores, first[:, None, None], axis=1)[:, 0]
+
+  b, j, t = batch["mc_tokens"].shape
+  mc = dict(batch)
+  for k in ("tokens", "valid"):
+    mc[k] = batch[f"mc_{k}"].reshape(b * j, t)
+  for k, v in batch.items():
+    if not k.startswith("mc_") and k not in ("tokens", "valid") and v.ndim >= 1:
+      mc[k] = jnp.repeat(v, j, axis=0)
+  logits, _, _ = _forward(heads_def, params, rest, backbone_def, backbone_state, mc, model_call,
+                          dtype)
+  option = answers.option_logprob(logits, mc["tokens"], batch["mc_option_mask"].reshape(b * j, t))
+  return dict(option_scores=option.reshape(b, j), faith_hits=faith_hits,
+              faith_total=faith_total, gates=gates, gate_logits=scores_first)
+
+
+# --------------------------------------------------------------------------- the trainer
+
+def data_mesh(batch_size: int, devices=None) -> jax.sharding.Mesh:
+  """A 1-D ("data",) mesh over the largest number of devices that divides the batch."""
+  devices = list(devices if devices is not None else jax.devices())
+  n = max(d for d in range(1, len(devices) + 1) if batch_size % d == 0)
+  return jax.sharding.Mesh(np.asarray(devices[:n]), ("data",),
+                           axis_types=(jax.sharding.AxisType.Auto,))
+
+
+def _jsonable(d):
+  out = {}
+  for k, v in d.items():
+    if isinstance(v, (int, np.integer)):
+      out[k] = int(v)
+    elif isinstance(v, (float, np.floating, jax.Array, np.ndarray)):
+      out[k] = float(v)
+    else:
+      out[k] = v
+  return out
+
+
+class Trainer:
+  """Trains the GraphLoom heads of a frozen decoder.
+
+  Args:
+    config: the full ml_collections config.
+    backbone: the frozen `llama.Llama` module (never modified).
+    train_arrays / val_arrays: features from `data.featurize` ([N, ...] numpy).
+    workdir: checkpoints, metrics.jsonl and TensorBoard summaries go here.
+    model_call: the decoder call (default `decoder_forward`).
+    devices: devices of the data-parallel mesh (default all).
+    progress: show a tqdm bar.
+    on_step: called with the step number after every optimizer step (hooks, tests).
+  """
+
+  def __init__(self, config, backbone: llama.Llama, train_arrays, val_arrays, workdir, *,
+               model_call: ModelCall = decoder_forward, devices=None, progress: bool = True,
+               on_step: Callable[[int], None] | None = None, log=print):
+    self.config = config
+    self.h = Hyper.from_config(config)
+    self.workdir = pathlib.Path(workdir)
+    self.workdir.mkdir(parents=True, exist_ok=True)
+    self.model_call = model_call
+    self.progress = progress
+    self.on_step = on_step
+    self.log = log
+    self.train_arrays, self.val_arrays = train_arrays, val_arrays
+    if config.train.eval_examples:
+      self.val_arrays = {k: v[:config.train.eval_examples] for k, v in val_arrays.items()}
+
+    self.mesh = data_mesh(config.train.batch_size, devices)
+    self.replicated = NamedSharding(self.mesh, P())
+    self.sharded = NamedSharding(self.mesh, P("data"))
+
+    self.backbone_def, backbone_state = nnx.split(backbone)
+    self.backbone_state = jax.device_put(backbone_state, self.replicated)
+    self.dtype = backbone.dtype
+    embed_dim = train_arrays["slot_keys"].shape[-1]
+    image_dim = train_arrays["image"].shape[-1]
+    num_memory_layers = backbone.config.num_layers - backbone.first_memory_layer(-1)
+    heads = heads_lib.GraphLoomHeads(config, backbone.config.hidden_size, embed_dim, image_dim,
+                                     num_memory_layers, rngs=nnx.Rngs(config.seed))
+    self.heads_def, params, rest = nnx.split(heads, nnx.Param, ...)
+    self.num_params = heads_lib.count_params(heads)
+    self.params = jax.device_put(params, self.replicated)
+    self.rest = jax.device_put(rest, self.replicated)
+    self.opt_state = jax.device_put(optimizer(self.h).init(self.params), self.replicated)
+    self.dataset = data_lib.batches(train_arrays, config.train.batch_size,
+                                    config.train.shuffle_seed)
+    self.step = 0
+    self.micro_step = 0
+    self.best = -math.inf
+    self.evals_without_improvement = 0
+    self.history: list[dict[str, Any]] = []
+
+    opts = lambda keep: ocp.CheckpointManagerOptions(max_to_keep=keep, create=True)
+    self.latest = ocp.CheckpointManager(self.workdir / "checkpoints", options=opts(2),
+                                        item_names=("state", "meta"))
+    self.best_ckpt = ocp.CheckpointManager(self.workdir / "best", options=opts(1),
+                                           item_names=("state", "meta"))
+
+  # ---------------------------------------------------------------- state and checkpoints
+
+  def _state(self):
+    return {"params": self.params, "rest": self.rest, "opt_state": self.opt_state}
+
+  def _meta(self):
+    return {"step": self.step, "micro_step": self.micro_step, "best_s_val": self.best,
+            "evals_without_improvement": self.evals_without_improvement}
+
+  def _save(self, manager):
+    manager.save(self.step, args=ocp.args.Composite(
+        state=ocp.args.StandardSave(self._state()), meta=ocp.args.JsonSave(self._meta())),
+        force=True)
+    manager.wait_until_finished()
+
+  def restore(self, which: str = "latest") -> bool:
+    """Restores the latest (or best) checkpoint if there is one; returns whether it did."""
+    manager = self.latest if which == "latest" else self.best_ckpt
+    step = manager.latest_step()
+    if step is None:
+      return False
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, self._state())
+    out = manager.restore(step, args=ocp.args.Composite(
+        state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()))
+    state, meta = out["state"], out["meta"]
+    self.params, self.rest, self.opt_state = state["params"], state["rest"], state["opt_state"]
+    self.step, self.micro_step = int(meta["step"]), int(meta["micro_step"])
+    self.best = float(meta["best_s_val"])
+    self.evals_without_improvement = int(meta["evals_without_improvement"])
+    return True
+
+  def fit_reliability_calibration(self, arrays=None) -> None:
+    """Fits the router's c_p calibration (conf_ext vs slot utility) on validation slots."""
+    arrays = self.val_arrays if arrays is None else arrays
+    heads = self.heads()
+    heads.router.fit_calibration(jnp.asarray(arrays["slot_reliability"]),
+                                 jnp.asarray(arrays["slot_utility"]),
+                                 jnp.asarray(arrays["slot_valid"]))
+    _, _, rest = nnx.split(heads, nnx.Param, ...)
+    self.rest = jax.device_put(rest, self.replicated)
+
+  def heads(self) -> heads_lib.GraphLoomHeads:
+    """The current heads as a module (a copy of the trained state)."""
+    return nnx.merge(self.heads_def, jax.device_get(self.params), jax.device_get(self.rest))
+
+  # ---------------------------------------------------------------- logging
+
+  def _metrics_path(self):
+    return self.workdir / "metrics.jsonl"
+
+  def _trim_metrics(self):
+    path = self._metrics_path()
+    if not path.exists():
+      return
+    keep = [line for line in path.read_text().splitlines()
+            if line.strip() and json.loads(line).get("step", 0) <= self.step]
+    path.write_text("".join(line + "\n" for line in keep))
+
+  def _write(self, record, writer):
+    with open(self._metrics_path(), "a") as f:
+      f.write(json.dumps(_jsonable(record)) + "\n")
+    self.history.append(record)
+    if writer is not None:
+      for k, v in record.items():
+        if k != "step" and isinstance(v, (int, float)):
+          writer.add_scalar(k, v, record["step"])
+      writer.flush()
+
+  # ---------------------------------------------------------------- evaluation
+
+  def evaluate(self, arrays=None) -> dict[str, Any]:
+    """S_ans, S_faith, S_val and the gate ECE on validation arrays (default: the trainer's)."""
+    arrays = self.val_arrays if arrays is None else arrays
+    n_correct, n, hits, total = 0, 0, 0, 0
+    gates, utils, valids = [], [], []
+    for batch, real in data_lib.eval_batches(arrays, self.config.train.batch_size):
+      out = eval_step(self.params, self.rest, self.backbone_state,
+                      jax.device_put(batch, self.sharded), heads_def=self.heads_def,
+                      backbone_def=self.backbone_def, model_call=self.model_call,
+                      dtype=self.dtype)
+      out = jax.device_get(out)
+      choice = answers.choose(out["option_scores"][:real])
+      n_correct += int(np.sum(choice == batch["answer_index"][:real]))
+      n += real
+      hits += int(out["faith_hits"][:real].sum())
+      total += int(out["faith_total"][:real].sum())
+      gates.append(out["gates"][:real])
+      utils.append(batch["slot_utility"][:real])
+      valids.append(batch["slot_valid"][:real])
+    s_ans = n_correct / max(n, 1)
+    s_faith = hits / total if total else 0.0
+    ece = calibration.ece(np.concatenate(gates), np.concatenate(utils),
+                          mask=np.concatenate(valids))
+    return {"s_ans": s_ans, "s_faith": s_faith, "s_val": 0.7 * s_ans + 0.3 * s_faith,
+            "gate_ece": ece, "eval_examples": n}
+
+  # ---------------------------------------------------------------- training
+
+  def train(self) -> dict[str, Any]:
+    """Runs (or resumes) training to `num_steps` or early stopping; returns the last metrics."""
+    from tensorboardX import SummaryWriter
+    from tqdm import tqdm
+
+    resumed = self.restore()
+    if not resumed:
+      self.fit_reliability_calibration()
+    self._trim_metrics()
+    cfg = self.config.train
+    self.log(f"GraphLoom trainable parameters: {self.num_params:,} (backbone frozen); "
+             f"data-parallel over {self.mesh.devices.size} device(s); "
+             + (f"resumed at step {self.step}" if resumed else "starting from scratch"))
+    writer = SummaryWriter(str(self.workdir / "tensorboard"))
+    bar = tqdm(total=self.h.num_steps, initial=self.step, unit="step", dynamic_ncols=True,
+               disable=not self.progress)
+    window, last = [], None
+    stopped = False
+    sched = schedule(self.h)
+    t0 = time.perf_counter()
+    try:
+      while self.step < self.h.num_steps and not stopped:
+        for _ in range(self.h.grad_accum):
+          batch = jax.device_put(self.dataset[self.micro_step], self.sharded)
+          self.params, self.opt_state, metrics = train_step(
+              self.params, self.opt_state, self.rest, self.backbone_state, batch,
+              heads_def=self.heads_def, backbone_def=self.backbone_def, h=self.h,
+              model_call=self.model_call, dtype=self.dtype)
+          window.append(metrics)
+          self.micro_step += 1
+        self.step += 1
+        bar.update(1)
+        if self.step % cfg.log_every == 0 or self.step == self.h.num_steps:
+          host = jax.device_get(window)
+          record = {"step": self.step,
+                    **{k: float(np.mean([m[k] for m in host])) for k in host[0]},
+                    "lr": float(sched(self.step - 1)),
+                    "examples_per_s": len(host) * cfg.batch_size / (time.perf_counter() - t0)}
+          self._write(record, writer)
+          bar.set_postfix(loss=f"{record['loss']:.4f}")
+          window, t0 = [], time.perf_counter()
+        if self.step % cfg.eval_every == 0 or self.step == self.h.num_steps:
+          ev = self.evaluate()
+          last = {"step": self.step, **ev}
+          improved = ev["s_val"] > self.best
+          if improved:
+            self.best, self.evals_without_improvement = ev["s_val"], 0
+          else:
+            self.evals_without_improvement += 1
+          self._write(last, writer)
+          if improved:
+            self._save(self.best_ckpt)
+          if self.evals_without_improvement >= cfg.patience:
+            self.log(f"early stopping at step {self.step}: S_val has not improved for "
+                     f"{cfg.patience} evaluations (best {self.best:.4f})")
+            stopped = True
+        if self.step % cfg.checkpoint_every == 0 or self.step == self.h.num_steps or stopped:
+          self._save(self.latest)
+        if self.on_step is not None:
+          self.on_step(self.step)
+    finally:
+      bar.close()
+      writer.close()
+    return last or {}
+
+  def close(self):
+    self.latest.close()
+    self.best_ckpt.close()
