@@ -172,6 +172,11 @@ def test_gather_kv_takes_each_groups_own_tokens():
         want_v[bi, j, gi] = cv[bi, idx[bi, gi, j], gi]
   np.testing.assert_array_equal(np.asarray(k_sel), want_k)
   np.testing.assert_array_equal(np.asarray(v_sel), want_v)
+  stacked_k = jnp.stack([jnp.zeros_like(jnp.asarray(ck)), jnp.asarray(ck)])  # [L=2, B, S, K, H]
+  stacked_v = jnp.stack([jnp.zeros_like(jnp.asarray(cv)), jnp.asarray(cv)])
+  k_l, v_l = sparse_kv.gather_kv(stacked_k, stacked_v, jnp.asarray(idx), jnp.int32(1))
+  np.testing.assert_array_equal(np.asarray(k_l), want_k)
+  np.testing.assert_array_equal(np.asarray(v_l), want_v)
 
 
 def test_incremental_block_summaries_equal_recomputed_ones():
@@ -198,8 +203,14 @@ def test_incremental_block_summaries_equal_recomputed_ones():
                                      block_sums=sums, block_counts=counts)
   inner = sparse_kv.select_sparse_kv(q, jnp.asarray(keys), jnp.asarray(valid), s, num_sink=2,
                                      num_recent=4, num_similar=10, block_size=bs)
-  np.testing.assert_array_equal(np.asarray(given[0]), np.asarray(inner[0]))
-  np.testing.assert_array_equal(np.asarray(given[1]), np.asarray(inner[1]))
+  shared = sparse_kv.select_sparse_kv(
+      q, jnp.asarray(keys), jnp.asarray(valid), s, num_sink=2, num_recent=4, num_similar=10,
+      block_size=bs, block_sums=sums, block_counts=counts,
+      positional=sparse_kv.positional_selection(jnp.asarray(valid), s, num_sink=2,
+                                                num_recent=4))
+  for got in (given, shared):
+    np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(inner[0]))
+    np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(inner[1]))
 
 
 def torch_attention(q, sets):
@@ -271,5 +282,8 @@ def test_bad_inputs_name_the_input():
                                block_counts=counts)
   with pytest.raises(ValueError, match="new_k must be"):
     sparse_kv.update_block_summaries(sums, counts, jnp.zeros((2, 8)), 3, block_size=8)
+  with pytest.raises(ValueError, match="positional has"):
+    sparse_kv.select_sparse_kv(q, keys, valid, 40, **kw, positional=sparse_kv.positional_selection(
+        valid, 40, num_sink=3, num_recent=4))
   with pytest.raises(ValueError, match="idx must be"):
     sparse_kv.gather_kv(keys, keys, jnp.zeros((2, 5), jnp.int32))

@@ -100,10 +100,13 @@ def query_summary(q, num_kv):
 
 def cosine_scores(qs, keys):
   """qs [B, K, H], keys [B, S, K, H] -> [B, K, S] cosine similarity."""
-  dots = jnp.einsum("BKH,BSKH->BKS", qs, keys.astype(jnp.float32))
-  q_norm = jnp.linalg.norm(qs, axis=-1)[:, :, None]
-  k_norm = jnp.linalg.norm(keys.astype(jnp.float32), axis=-1).transpose(0, 2, 1)
-  return dots / (jnp.maximum(q_norm, _EPS) * jnp.maximum(k_norm, _EPS))
+  keys = keys.astype(jnp.float32)
+  # Scores come out in the cache's own [B, S, K] order: on CPU this reads the keys in one
+  # streaming pass, where a [B, K, S] result makes XLA transpose the cache first.
+  dots = jnp.einsum("BKH,BSKH->BSK", qs, keys)
+  k_norm = jnp.sqrt(jnp.sum(keys * keys, axis=-1))
+  q_norm = jnp.linalg.norm(qs, axis=-1)[:, None, :]
+  return (dots / (jnp.maximum(q_norm, _EPS) * jnp.maximum(k_norm, _EPS))).transpose(0, 2, 1)
 
 
 @functools.partial(jax.jit, static_argnames=("block_size",))
@@ -195,7 +198,7 @@ def _block_similar(qs, sums, counts, remaining, num_similar, block_size):
 @functools.partial(jax.jit, static_argnames=("num_sink", "num_recent", "num_similar",
                                              "block_size"))
 def select_sparse_kv(q, keys, valid, length, *, num_sink=4, num_recent=64, num_similar=20,
-                     block_size=0, block_sums=None, block_counts=None):
+                     block_size=0, block_sums=None, block_counts=None, positional=None):
   """I_t for one decoding step, per kv head group.
 
   Args:
@@ -207,6 +210,8 @@ def select_sparse_kv(q, keys, valid, length, *, num_sink=4, num_recent=64, num_s
     block_size: 0 = per-token cosine over all remaining keys; > 0 = block-summary selection.
     block_sums, block_counts: maintained summaries for block mode ([B, C, K, H], [B, C]);
       None = computed here from `keys` (an O(S) pass, for tests and one-off calls).
+    positional: `positional_selection(valid, length, ...)` with the same budgets, computed once
+      per step and shared by all layers; None = computed here.
 
   Returns:
     idx [B, K, I] int32 cache slots, laid out [sink | recent | similar];
@@ -222,8 +227,14 @@ def select_sparse_kv(q, keys, valid, length, *, num_sink=4, num_recent=64, num_s
   if min(num_sink, num_recent, num_similar) < 0:
     raise ValueError(f"budgets must be >= 0; got sink {num_sink}, recent {num_recent}, "
                      f"similar {num_similar}")
-  sink_idx, sink_ok, recent_idx, recent_ok, remaining = positional_selection(
-      valid, length, num_sink=num_sink, num_recent=num_recent)
+  if positional is None:
+    positional = positional_selection(valid, length, num_sink=num_sink, num_recent=num_recent)
+  sink_idx, sink_ok, recent_idx, recent_ok, remaining = positional
+  if (sink_idx.shape != (b, num_sink) or recent_idx.shape != (b, num_recent)
+      or remaining.shape != (b, s)):
+    raise ValueError(
+        f"positional has sink {sink_idx.shape}, recent {recent_idx.shape}, remaining "
+        f"{remaining.shape}; expected {(b, num_sink)}, {(b, num_recent)}, {(b, s)}")
   qs = query_summary(q, kv)
   if num_similar == 0:
     sim_idx = jnp.zeros((b, kv, 0), jnp.int32)
@@ -246,15 +257,29 @@ def select_sparse_kv(q, keys, valid, length, *, num_sink=4, num_recent=64, num_s
 
 
 @jax.jit
-def gather_kv(cache_k, cache_v, idx):
-  """cache_k/v [B, S, K, H], idx [B, K, I] -> k_sel, v_sel [B, I, K, H] with
-  k_sel[b, i, g] = cache_k[b, idx[b, g, i], g]."""
-  if cache_k.shape != cache_v.shape or cache_k.ndim != 4:
-    raise ValueError(f"cache_k and cache_v must both be [B, S, K, H]; got {cache_k.shape}, "
-                     f"{cache_v.shape}")
-  b, _, kv, _ = cache_k.shape
+def gather_kv(cache_k, cache_v, idx, layer=None):
+  """The selected keys and values of each kv head group.
+
+  Args:
+    cache_k, cache_v: [B, S, K, H], or the stacked [L, B, S, K, H] cache with `layer` given.
+    idx: [B, K, I] cache slots per group (from `select_sparse_kv`).
+    layer: int32 scalar layer index into a stacked cache. Gathering straight from the stacked
+      cache reads only the I selected rows; slicing the layer out first can make XLA copy the
+      whole [B, S, K, H] layer (O(S) per step) inside a scan over layers.
+
+  Returns:
+    k_sel, v_sel [B, I, K, H] with k_sel[b, i, g] = cache_k[(layer,) b, idx[b, g, i], g].
+  """
+  rank = 4 if layer is None else 5
+  if cache_k.shape != cache_v.shape or cache_k.ndim != rank:
+    raise ValueError(f"cache_k and cache_v must both be {'[L, ' if layer is not None else '['}"
+                     f"B, S, K, H]; got {cache_k.shape}, {cache_v.shape}")
+  b, _, kv, _ = cache_k.shape[-4:]
   if idx.ndim != 3 or idx.shape[:2] != (b, kv):
     raise ValueError(f"idx must be [B, K, I] with B={b}, K={kv}; got {idx.shape}")
-  where = idx.transpose(0, 2, 1)[..., None]  # [B, I, K, 1]
-  return (jnp.take_along_axis(cache_k, where, axis=1),
-          jnp.take_along_axis(cache_v, where, axis=1))
+  rows = jnp.arange(b)[:, None, None]  # [B, 1, 1]
+  groups = jnp.arange(kv)[None, None, :]  # [1, 1, K]
+  slots = idx.transpose(0, 2, 1)  # [B, I, K]
+  if layer is None:
+    return cache_k[rows, slots, groups], cache_v[rows, slots, groups]
+  return cache_k[layer, rows, slots, groups], cache_v[layer, rows, slots, groups]
