@@ -139,15 +139,18 @@ class Canonicalizer:
     self.aliases = {normalize(k): normalize(v) for k, v in (aliases or {}).items()}
     self.morphy = morphy if morphy is not None or not singularize else default_morphy()
     self.singularize = singularize
+    self._cache: dict[str, str] = {}
 
-  @functools.lru_cache(maxsize=65536)
   def __call__(self, mention: str) -> str:
-    t = normalize(mention)
-    if t in self.aliases:
-      return self.aliases[t]
-    if self.singularize and t:
-      t = self.morphy.singular(t)
-    return self.aliases.get(t, t)
+    if mention not in self._cache:
+      t = normalize(mention)
+      if t in self.aliases:
+        self._cache[mention] = self.aliases[t]
+      else:
+        if self.singularize and t:
+          t = self.morphy.singular(t)
+        self._cache[mention] = self.aliases.get(t, t)
+    return self._cache[mention]
 
   def triple(self, t: Triple) -> Triple:
     return t.replace(subject=self(t.subject), object=self(t.object),

@@ -115,8 +115,11 @@ def _is_header(line: str) -> bool:
 class WordNet:
   """WordNet synsets and lemma index read from wndb files.
 
-  `WordNet.load(folder, pos="n")` reads data.noun and index.noun (any of n v a r).
+  `WordNet.load(folder, pos="n")` reads data.noun and index.noun (any of n v a r). As a
+  knowledge source, `neighbors(lemma)` gives its one-hop facts.
   """
+
+  name = "kb:wordnet"
 
   def __init__(self, synsets: dict[tuple[str, int], Synset],
                index: dict[tuple[str, str], tuple[int, ...]], report: ReadReport | None = None):
@@ -197,8 +200,6 @@ class WordNet:
       if t.key() not in best or t.confidence > best[t.key()].confidence:
         best[t.key()] = t
     return list(best.values())
-
-  name = "kb:wordnet"
 
 
 def _parse_index_line(line: str, pos: str) -> tuple[str, tuple[int, ...]]:
