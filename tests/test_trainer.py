@@ -1,0 +1,184 @@
+"""The GraphLoom trainer on the tiny config: frozen backbone, optimizer state, kill-and-resume,
+8-device data parallel vs 1 device, SceneKB featurisation."""
+
+import json
+
+import jax
+import numpy as np
+import optax
+import pytest
+from flax import nnx
+
+from configs import tiny
+from graphloom_jax.data import scenekb
+from graphloom_jax.models import decoder as decoder_lib
+from graphloom_jax.models import heads as heads_lib
+from graphloom_jax.training import data, trainer
+
+
+class HashEmbed:
+  """Deterministic fake sentence embedder (unit vectors keyed by the text)."""
+  model_id = "hash-16"
+
+  def __call__(self, texts):
+    out = []
+    for t in texts:
+      rng = np.random.default_rng(int.from_bytes(t.encode()[:64].ljust(8, b"\0")[-8:], "little")
+                                  ^ len(t))
+      v = rng.standard_normal(16)
+      out.append(v / np.linalg.norm(v))
+    return np.asarray(out, np.float32)
+
+
+@pytest.fixture(scope="module")
+def setup():
+  cfg = tiny.get_config()
+  cfg.train.num_steps = 6
+  cfg.train.batch_size = 8
+  cfg.train.grad_accum = 2
+  cfg.train.log_every = 2
+  cfg.train.eval_every = 100  # evaluation only at the last step
+  cfg.train.checkpoint_every = 2
+  cfg.train.eval_examples = 8
+  dec = decoder_lib.from_config(cfg.model)
+  fmt = data.TextFormat(data.ByteTokenizer(cfg.model.arch.vocab_size))
+  spec = data.FeatureSpec.from_config(cfg)
+  train_kb, val_kb = scenekb.load("train"), scenekb.load("validation")
+  tr = data.featurize(train_kb, train_kb.questions[:40], fmt, HashEmbed(), spec)
+  va = data.featurize(val_kb, val_kb.questions[:8], fmt, HashEmbed(), spec)
+  return cfg, dec, tr, va
+
+
+def _run(setup, workdir, devices=None, on_step=None):
+  cfg, dec, tr, va = setup
+  t = trainer.Trainer(cfg, dec.model, tr, va, workdir, devices=devices, progress=False,
+                      on_step=on_step, log=lambda *_: None)
+  try:
+    t.train()
+  finally:
+    t.close()
+  return t
+
+
+def _leaves(tree):
+  return [np.asarray(x) for x in jax.tree.leaves(jax.device_get(tree))]
+
+
+@pytest.fixture(scope="module")
+def full_run(setup, tmp_path_factory):
+  """An uninterrupted 6-step run over all 8 devices, shared by the tests below."""
+  before = _leaves(nnx.state(setup[1].model))
+  workdir = tmp_path_factory.mktemp("full")
+  return _run(setup, workdir), before, workdir
+
+
+def test_frozen_backbone_and_optimizer_state(setup, full_run):
+  cfg, dec, _, _ = setup
+  t, before, tmp_path = full_run
+  after = _leaves(nnx.state(dec.model))
+  for a, b in zip(before, after):
+    np.testing.assert_array_equal(a, b)  # bit-identical
+  state_after = _leaves(t.backbone_state)
+  for a, b in zip(before, state_after):
+    np.testing.assert_array_equal(a, b)
+
+  param_shapes = sorted(x.shape for x in _leaves(t.params))
+  opt_arrays = [x for x in _leaves(t.opt_state) if x.ndim > 0]
+  # MultiSteps keeps accumulated gradients, AdamW keeps mu and nu: three copies of the heads.
+  assert sorted(x.shape for x in opt_arrays) == sorted(param_shapes * 3)
+  num = sum(int(np.prod(s)) for s in param_shapes)
+  assert num == t.num_params == heads_lib.count_params(t.heads())
+  assert sum(x.size for x in opt_arrays) == 3 * num
+
+  lines = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  losses = [l for l in lines if "loss" in l]
+  assert [l["step"] for l in losses] == [2, 4, 6]
+  assert all(np.isfinite(l["loss"]) and l["loss"] > 0 for l in losses)
+  evals = [l for l in lines if "s_val" in l]
+  assert len(evals) == 1 and evals[0]["s_val"] == pytest.approx(
+      0.7 * evals[0]["s_ans"] + 0.3 * evals[0]["s_faith"])
+  assert list((tmp_path / "tensorboard").iterdir())
+
+
+class Killed(Exception):
+  pass
+
+
+def test_kill_and_resume_matches_uninterrupted(setup, full_run, tmp_path):
+  full = full_run[0]
+
+  def kill(step):
+    if step == 5:  # after the step-4 checkpoint: steps 5 is lost and redone on resume
+      raise Killed()
+
+  with pytest.raises(Killed):
+    _run(setup, tmp_path / "killed", on_step=kill)
+  resumed = _run(setup, tmp_path / "killed")
+  assert resumed.step == 6 and resumed.micro_step == 12
+  for a, b in zip(_leaves(full.params), _leaves(resumed.params)):
+    np.testing.assert_array_equal(a, b)
+  for a, b in zip(_leaves(full.opt_state), _leaves(resumed.opt_state)):
+    np.testing.assert_array_equal(a, b)
+  steps = [json.loads(l)["step"] for l in (tmp_path / "killed" / "metrics.jsonl").read_text()
+           .splitlines() if "loss" in l]
+  assert steps == [2, 4, 6]  # the lost step-6 log of the killed run is not duplicated
+
+
+def test_data_parallel_matches_single_device(setup, full_run, tmp_path):
+  assert len(jax.devices()) == 8
+  eight, _, eight_dir = full_run
+  one = _run(setup, tmp_path / "one", devices=jax.devices()[:1])
+  assert one.mesh.devices.size == 1 and eight.mesh.devices.size == 8
+  for a, b in zip(_leaves(one.params), _leaves(eight.params)):
+    np.testing.assert_allclose(a, b, atol=2e-5, rtol=1e-5)
+  la = [json.loads(l) for l in (tmp_path / "one" / "metrics.jsonl").read_text().splitlines()]
+  lb = [json.loads(l) for l in (eight_dir / "metrics.jsonl").read_text().splitlines()]
+  for x, y in zip(la, lb):
+    for k in ("loss", "gen", "cal", "cf", "align", "s_ans", "s_faith"):
+      if k in x:
+        assert x[k] == pytest.approx(y[k], abs=1e-4), k
+
+
+def test_schedule_and_accumulation():
+  cfg = tiny.get_config()
+  h = trainer.Hyper.from_config(cfg)
+  s = trainer.schedule(h)
+  assert float(s(0)) == 0.0
+  assert float(s(h.warmup_steps)) == pytest.approx(h.learning_rate)
+  assert float(s(h.num_steps)) == pytest.approx(h.end_learning_rate, rel=1e-3)
+  tx = trainer.optimizer(h)
+  p = {"w": np.ones(3, np.float32)}
+  st = tx.init(p)
+  g = {"w": np.full(3, 0.5, np.float32)}
+  updates = []
+  for _ in range(4):
+    u, st = tx.update(g, st, p)
+    updates.append(np.asarray(u["w"]))
+  # micro-steps 1 and 3 only accumulate; step 2 applies learning rate 0 (warm-up start),
+  # step 4 a real AdamW update
+  assert all(np.all(x == 0) for x in updates[:3])
+  assert np.all(updates[3] < 0)
+  assert isinstance(st, optax.MultiStepsState)
+
+
+def test_features_shapes_and_errors(setup):
+  cfg, _, tr, _ = setup
+  n, s = tr["tokens"].shape
+  assert s == cfg.train.seq_len and tr["slot_keys"].shape == (n, cfg.memory.bank_size, 16)
+  # the loss mask covers exactly the answer tokens plus EOS after the prompt
+  row = 0
+  tok = data.ByteTokenizer(512)
+  answer = tok.decode(tr["targets"][row][tr["loss_mask"][row]])
+  kb = scenekb.load("train")
+  assert answer.strip() == kb.questions[0].answer_texts[0]
+  assert tr["targets"][row][tr["loss_mask"][row]][-1] == data.ByteTokenizer.eos_id
+  assert np.all(tr["mc_option_mask"].sum(-1) > 0)
+  with pytest.raises(ValueError, match="exceed train.seq_len=8"):
+    data.featurize(kb, kb.questions[:1], data.TextFormat(tok), HashEmbed(),
+                   data.FeatureSpec(seq_len=8, bank_size=16))
+  with pytest.raises(ValueError, match="cannot fill one batch"):
+    data.batches({k: v[:3] for k, v in tr.items()}, 4, 0)
+  with pytest.raises(ValueError, match="at least 259"):
+    data.ByteTokenizer(100)
+  ds = data.batches(tr, 8, 0)
+  np.testing.assert_array_equal(ds[7]["tokens"], data.batches(tr, 8, 0)[7]["tokens"])
