@@ -207,7 +207,7 @@ def test_incremental_block_summaries_equal_recomputed_ones():
       q, jnp.asarray(keys), jnp.asarray(valid), s, num_sink=2, num_recent=4, num_similar=10,
       block_size=bs, block_sums=sums, block_counts=counts,
       positional=sparse_kv.positional_selection(jnp.asarray(valid), s, num_sink=2,
-                                                num_recent=4))
+                                                num_recent=4, block_size=bs))
   for got in (given, shared):
     np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(inner[0]))
     np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(inner[1]))
@@ -285,5 +285,9 @@ def test_bad_inputs_name_the_input():
   with pytest.raises(ValueError, match="positional has"):
     sparse_kv.select_sparse_kv(q, keys, valid, 40, **kw, positional=sparse_kv.positional_selection(
         valid, 40, num_sink=3, num_recent=4))
+  with pytest.raises(ValueError, match="computed without block_size"):
+    sparse_kv.select_sparse_kv(q, keys, valid, 40, **kw, block_size=8, block_sums=sums,
+                               block_counts=counts, positional=sparse_kv.positional_selection(
+                                   valid, 40, num_sink=2, num_recent=4))
   with pytest.raises(ValueError, match="idx must be"):
     sparse_kv.gather_kv(keys, keys, jnp.zeros((2, 5), jnp.int32))

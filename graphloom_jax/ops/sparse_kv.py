@@ -34,6 +34,7 @@ summaries instead of S keys.
 
 import functools
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -65,14 +66,22 @@ def _nth_true(csum, ranks):
   return pos.reshape(lead + ranks.shape[-1:]).astype(jnp.int32)
 
 
-def positional_selection(valid, length, *, num_sink, num_recent):
-  """The sink and recent parts, which depend only on positions (shared by all layers/groups).
+class Positional(NamedTuple):
+  """The parts of I_t that depend only on positions (shared by all layers and kv groups)."""
+  sink_idx: jax.Array  # [B, num_sink] int32, the first candidates in order
+  sink_ok: jax.Array  # [B, num_sink] bool
+  recent_idx: jax.Array  # [B, num_recent] int32, the last candidates in chronological order
+  recent_ok: jax.Array  # [B, num_recent] bool (False where it would repeat a sink token)
+  remaining: jax.Array  # [B, S] bool, candidates that are neither sink nor recent
+  block_remaining: jax.Array | None  # [B, C] bool, blocks holding a remaining candidate
 
-  Returns:
-    sink_idx [B, num_sink], sink_ok [B, num_sink]: the first candidates, in order.
-    recent_idx [B, num_recent], recent_ok [B, num_recent]: the last candidates in chronological
-      order (entries that would repeat a sink token are not ok).
-    remaining [B, S] bool: candidates that are neither sink nor recent.
+
+def positional_selection(valid, length, *, num_sink, num_recent, block_size=0):
+  """Sink, recent and remaining candidates of every row; see `Positional`.
+
+  Compute it once per decoding step and pass it to `select_sparse_kv(positional=...)` of every
+  layer: it is the only O(S) work left in block mode. block_size > 0 also fills
+  `block_remaining`.
   """
   c = candidates(valid, length)
   csum = jnp.cumsum(c.astype(jnp.int32), axis=-1)
@@ -87,7 +96,13 @@ def positional_selection(valid, length, *, num_sink, num_recent):
   recent_rank = total - num_recent + jnp.arange(num_recent)[None, :]
   recent_ok = (recent_rank >= num_sink) & (recent_rank >= 0)
   recent_idx = jnp.where(recent_ok, _nth_true(csum, recent_rank), 0)
-  return sink_idx, sink_ok, recent_idx, recent_ok, remaining
+  block_remaining = None
+  if block_size > 0:
+    b, s = remaining.shape
+    nb = -(-s // block_size)
+    block_remaining = jnp.pad(remaining, ((0, 0), (0, nb * block_size - s))).reshape(
+        b, nb, block_size).any(-1)
+  return Positional(sink_idx, sink_ok, recent_idx, recent_ok, remaining, block_remaining)
 
 
 def query_summary(q, num_kv):
@@ -163,29 +178,27 @@ def _top_similar(scores, remaining, num_similar):
   return jnp.where(ok, idx, 0).astype(jnp.int32), ok
 
 
-def _block_similar(qs, sums, counts, remaining, num_similar, block_size):
+def _block_similar(qs, sums, counts, positional, num_similar, block_size):
   """Similar part from block summaries: remaining tokens of the best blocks, [B, K, num_similar]."""
+  remaining = positional.remaining
   b, s = remaining.shape
   nb = sums.shape[1]
-  if nb != -(-s // block_size):
-    raise ValueError(f"block summaries have {nb} blocks; a cache of {s} slots in blocks of "
+  if nb != -(-s // block_size) or positional.block_remaining.shape != (b, nb):
+    raise ValueError(f"block summaries have {nb} blocks and positional.block_remaining "
+                     f"{positional.block_remaining.shape}; a cache of {s} slots in blocks of "
                      f"{block_size} needs {-(-s // block_size)}")
-  rem = jnp.pad(remaining, ((0, 0), (0, nb * block_size - s))).reshape(b, nb, block_size)
-  block_ok = rem.any(-1) & (counts > 0)  # [B, C]
-  block_scores = jnp.einsum("BKH,BCKH->BKC", qs, sums) / (
-      jnp.maximum(jnp.linalg.norm(qs, axis=-1)[:, :, None], _EPS)
-      * jnp.maximum(jnp.linalg.norm(sums, axis=-1).transpose(0, 2, 1), _EPS))
+  block_ok = positional.block_remaining & (counts > 0)  # [B, C]
+  block_scores = cosine_scores(qs, sums)  # [B, K, C]
   nsel = min(nb, -(-num_similar // block_size) + 1)
   _, blk = jax.lax.top_k(jnp.where(block_ok[:, None, :], block_scores, -jnp.inf), nsel)
   blk_ok = jnp.take_along_axis(jnp.broadcast_to(block_ok[:, None, :], block_scores.shape),
                                blk, axis=-1)  # [B, K, nsel]
   pos = blk[..., None] * block_size + jnp.arange(block_size)  # [B, K, nsel, block_size]
-  tok_ok = blk_ok[..., None] & jnp.take_along_axis(
-      rem[:, None].reshape(b, 1, nb * block_size),
-      pos.reshape(b, -1, nsel * block_size), axis=-1
-  ).reshape(pos.shape)
   pos = pos.reshape(b, -1, nsel * block_size)
-  tok_ok = tok_ok.reshape(pos.shape)
+  # Only the selected blocks' slots are read, so the step stays O(C + nsel * block_size).
+  in_cache = pos < s
+  tok_ok = (jnp.repeat(blk_ok, block_size, axis=-1) & in_cache & jnp.take_along_axis(
+      remaining[:, None, :], jnp.minimum(pos, s - 1), axis=-1))
   # Compact the ok tokens to the front, keeping (block rank, position) order.
   csum = jnp.cumsum(tok_ok.astype(jnp.int32), axis=-1)
   ranks = jnp.broadcast_to(jnp.arange(num_similar), pos.shape[:2] + (num_similar,))
@@ -210,8 +223,8 @@ def select_sparse_kv(q, keys, valid, length, *, num_sink=4, num_recent=64, num_s
     block_size: 0 = per-token cosine over all remaining keys; > 0 = block-summary selection.
     block_sums, block_counts: maintained summaries for block mode ([B, C, K, H], [B, C]);
       None = computed here from `keys` (an O(S) pass, for tests and one-off calls).
-    positional: `positional_selection(valid, length, ...)` with the same budgets, computed once
-      per step and shared by all layers; None = computed here.
+    positional: `positional_selection(valid, length, ...)` with the same budgets and
+      block_size, computed once per step and shared by all layers; None = computed here.
 
   Returns:
     idx [B, K, I] int32 cache slots, laid out [sink | recent | similar];
@@ -228,13 +241,17 @@ def select_sparse_kv(q, keys, valid, length, *, num_sink=4, num_recent=64, num_s
     raise ValueError(f"budgets must be >= 0; got sink {num_sink}, recent {num_recent}, "
                      f"similar {num_similar}")
   if positional is None:
-    positional = positional_selection(valid, length, num_sink=num_sink, num_recent=num_recent)
-  sink_idx, sink_ok, recent_idx, recent_ok, remaining = positional
+    positional = positional_selection(valid, length, num_sink=num_sink, num_recent=num_recent,
+                                      block_size=block_size)
+  sink_idx, sink_ok, recent_idx, recent_ok, remaining, block_remaining = positional
   if (sink_idx.shape != (b, num_sink) or recent_idx.shape != (b, num_recent)
       or remaining.shape != (b, s)):
     raise ValueError(
         f"positional has sink {sink_idx.shape}, recent {recent_idx.shape}, remaining "
         f"{remaining.shape}; expected {(b, num_sink)}, {(b, num_recent)}, {(b, s)}")
+  if block_size > 0 and num_similar > 0 and block_remaining is None:
+    raise ValueError(f"positional was computed without block_size; block mode needs "
+                     f"positional_selection(..., block_size={block_size})")
   qs = query_summary(q, kv)
   if num_similar == 0:
     sim_idx = jnp.zeros((b, kv, 0), jnp.int32)
@@ -242,7 +259,7 @@ def select_sparse_kv(q, keys, valid, length, *, num_sink=4, num_recent=64, num_s
   elif block_size > 0:
     if block_sums is None:
       block_sums, block_counts = block_summaries(keys, valid, length, block_size)
-    sim_idx, sim_ok = _block_similar(qs, block_sums, block_counts, remaining, num_similar,
+    sim_idx, sim_ok = _block_similar(qs, block_sums, block_counts, positional, num_similar,
                                      block_size)
   else:
     rem = jnp.broadcast_to(remaining[:, None, :], (b, kv, s))
