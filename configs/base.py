@@ -60,6 +60,7 @@ def get_base_config() -> ml_collections.ConfigDict:
   c.fusion = ml_collections.ConfigDict()
   c.fusion.dim = 128  # fusion width C
   c.fusion.per_layer = False  # one prefix per memory layer (learned gain/offset per layer)
+  c.fusion.slot_rank = 0  # HieraSlot projection P: 0 = full E x D, r > 0 = factored through r
 
   c.graph = ml_collections.ConfigDict()
   c.graph.tau_edge = 0.5

@@ -3,6 +3,7 @@
 import math
 import re
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -109,6 +110,7 @@ def test_empty_bank_and_stack():
 
 def test_projection_matches_torch():
   proj = slots.SlotProjection(12, 20, rngs=nnx.Rngs(1))
+  assert proj.down is None
   rng = np.random.default_rng(0)
   k = rng.standard_normal((2, 6, 12)).astype(np.float32)
   v = rng.standard_normal((2, 6, 12)).astype(np.float32)
@@ -121,6 +123,20 @@ def test_projection_matches_torch():
     m = torch.tensor(valid)[..., None].float()
     np.testing.assert_allclose(np.asarray(pk), (lin(torch.tensor(k)) * m).numpy(), atol=1e-5)
     np.testing.assert_allclose(np.asarray(pv), (lin(torch.tensor(v)) * m).numpy(), atol=1e-5)
+
+
+def test_low_rank_projection_matches_torch():
+  proj = slots.SlotProjection(12, 20, rank=3, rngs=nnx.Rngs(1))
+  rng = np.random.default_rng(4)
+  k = rng.standard_normal((2, 6, 12)).astype(np.float32)
+  valid = np.ones((2, 6), bool)
+  pk, _ = proj(jnp.asarray(k), jnp.asarray(k), jnp.asarray(valid))
+  T = lambda x: torch.tensor(np.asarray(x))
+  want = T(k) @ T(proj.down.kernel[...]) @ T(proj.proj.kernel[...]) + T(proj.proj.bias[...])
+  np.testing.assert_allclose(np.asarray(pk), want.numpy(), atol=1e-5)
+  assert sum(x.size for x in jax.tree.leaves(nnx.state(proj, nnx.Param))) == 12 * 3 + 3 * 20 + 20
+  with pytest.raises(ValueError, match="rank=-1"):
+    slots.SlotProjection(12, 20, rank=-1, rngs=nnx.Rngs(1))
 
 
 @pytest.mark.parametrize("num_layers", [0, 3])

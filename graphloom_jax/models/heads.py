@@ -26,7 +26,8 @@ class GraphLoomHeads(nnx.Module):
   def __init__(self, config, model_dim: int, embed_dim: int, image_dim: int,
                num_memory_layers: int, *, rngs: nnx.Rngs):
     """config: the full ml_collections config (sections memory, router)."""
-    self.slot_proj = slots.SlotProjection(embed_dim, model_dim, rngs=rngs)
+    self.slot_proj = slots.SlotProjection(embed_dim, model_dim, rank=config.fusion.slot_rank,
+                                          rngs=rngs)
     per_layer = num_memory_layers if config.fusion.per_layer else 0
     self.fusion = fusion.FusionPrefix(
         image_dim, embed_dim, model_dim, config.memory.prefix_len,

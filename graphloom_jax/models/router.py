@@ -129,3 +129,22 @@ class Router(nnx.Module):
       return r.active, r.bias.astype(h.dtype)
 
     return route
+
+
+class BoundRouter(nnx.Module):
+  """A Router with one batch's side inputs attached: the `router(h, memory) -> (active, bias)`
+  module that `Decoder.logits` / `Decoder.generate` accept, so the active set is recomputed at
+  every decoding step inside the jitted loop."""
+
+  def __init__(self, router: Router, inputs: RouterInputs):
+    self.router = router
+    self.features = nnx.Variable(jnp.asarray(inputs.features))
+    self.reliability = nnx.Variable(jnp.asarray(inputs.reliability))
+    self.visual = nnx.Variable(jnp.asarray(inputs.visual))
+    self.is_entity = nnx.Variable(jnp.asarray(inputs.is_entity))
+
+  def __call__(self, h: jax.Array, memory: memory_lib.Memory):
+    inputs = RouterInputs(self.features[...], self.reliability[...], self.visual[...],
+                          self.is_entity[...])
+    r = self.router(h, memory.slot_keys, memory.slot_valid, inputs)
+    return r.active, r.bias.astype(h.dtype)

@@ -159,12 +159,22 @@ def stack_banks(banks: Sequence[SlotBank]) -> dict[str, np.ndarray]:
 
 
 class SlotProjection(nnx.Module):
-  """P(x) = W_p x + b_p from text-embedding width E into model width D, shared by keys/values."""
+  """P(x) = W_p x + b_p from text-embedding width E into model width D, shared by keys/values.
 
-  def __init__(self, embed_dim: int, model_dim: int, *, rngs: nnx.Rngs):
-    self.proj = nnx.Linear(embed_dim, model_dim, rngs=rngs)
+  rank > 0 factors W_p = W_up W_down through `rank` dimensions (E r + r D parameters instead of
+  E D: at Llama-3-8B width, rank 64 costs 0.29M parameters instead of 1.57M).
+  """
+
+  def __init__(self, embed_dim: int, model_dim: int, *, rank: int = 0, rngs: nnx.Rngs):
+    if rank < 0:
+      raise ValueError(f"slot projection rank={rank} must be >= 0 (0 = full rank)")
+    self.down = nnx.Linear(embed_dim, rank, use_bias=False, rngs=rngs) if rank else None
+    self.proj = nnx.Linear(rank or embed_dim, model_dim, rngs=rngs)
+
+  def _p(self, x):
+    return self.proj(self.down(x) if self.down is not None else x)
 
   def __call__(self, keys: jax.Array, values: jax.Array, valid: jax.Array):
     """keys, values [B, M, E], valid [B, M] -> ([B, M, D], [B, M, D]), zero on padding."""
     m = valid[..., None].astype(keys.dtype)
-    return self.proj(keys) * m, self.proj(values) * m
+    return self._p(keys) * m, self._p(values) * m
