@@ -195,3 +195,46 @@ def test_config_mismatch_and_unsupported(tmp_path):
   cfg_path.write_text("{not json")
   with pytest.raises(ValueError, match="config.json: invalid JSON"):
     load_embedder(str(folder))
+
+
+class _CountingEmbedder:
+  """A plug-in Embedder (no BERT): unit vectors from a per-text seeded generator."""
+  dim = 6
+
+  def __init__(self, model_id="counting-v1"):
+    self.model_id = model_id
+    self.seen = []
+
+  def embed(self, texts):
+    self.seen.extend(texts)
+    rows = [np.random.default_rng(list(t.encode()) or [0]).standard_normal(self.dim)
+            for t in texts]
+    v = np.array(rows, np.float32).reshape(len(texts), self.dim)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def test_embedding_cache_round_trip(tmp_path):
+  from graphloom_jax.models.embedding_cache import EmbeddingCache, cached_embed
+
+  emb = _CountingEmbedder()
+  assert isinstance(emb, embedder.Embedder)
+  texts = ["a cat", "a dog", "a cat", "the sky", "", "a dog"]
+  got = cached_embed(emb, texts, tmp_path, shard_size=2)
+  np.testing.assert_array_equal(got, _CountingEmbedder().embed(texts))
+  assert sorted(emb.seen) == sorted(set(texts))  # duplicates embedded once
+  assert len(list((tmp_path / "counting-v1").glob("shard-*.npz"))) == 2  # 4 texts, shards of 2
+  emb2 = _CountingEmbedder()
+  again = cached_embed(emb2, texts + ["new one"], tmp_path)
+  assert emb2.seen == ["new one"]
+  np.testing.assert_array_equal(again[:-1], got)
+  # Another model id never sees these vectors.
+  other = _CountingEmbedder("counting-v2")
+  cached_embed(other, texts[:2], tmp_path)
+  assert other.seen == texts[:2]
+  assert len(EmbeddingCache(tmp_path, "counting-v1", 6)) == 5
+  with pytest.raises(ValueError, match="shard holds keys"):
+    EmbeddingCache(tmp_path, "counting-v1", 7)
+  nameless = _CountingEmbedder()
+  del nameless.model_id
+  with pytest.raises(ValueError, match="no model_id attribute"):
+    cached_embed(nameless, texts, tmp_path)

@@ -21,7 +21,7 @@ import bisect
 import hashlib
 import json
 import pathlib
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import jax
 import numpy as np
@@ -164,11 +164,3 @@ def load_embedder(path: str | None = None, *, batch_size: int = 64,
   return BertSentenceEmbedder(encoder, tokenizer, max_length=max_length,
                               model_id=_model_id(folder, max_length), batch_size=batch_size)
 
-
-def embed_texts(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
-  """`embedder.embed` with its output checked against the Embedder contract."""
-  y = np.asarray(embedder.embed(list(texts)))
-  if y.shape != (len(texts), embedder.dim) or y.dtype != np.float32:
-    raise ValueError(f"{type(embedder).__name__}.embed returned {y.dtype} {y.shape}, expected "
-                     f"float32 ({len(texts)}, {embedder.dim})")
-  return y

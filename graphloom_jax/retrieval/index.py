@@ -14,11 +14,11 @@ scanned chunk by chunk, keeping a running top-k, so a 1M x 384 pool never materi
 [Q, N] score matrix (with the defaults the peak is one [256, 65536] block, 64 MiB).
 
 ScannIndex wraps ScaNN's numpy searcher. `scann_defaults(n)` is the shipped tuning: brute force
-below 20k rows (partitioning buys nothing there); above, a k-means tree of about 2 sqrt(N)
-leaves with anisotropic 2-dim-block hashing and exact re-ranking, whose search width was chosen
-with benchmarks/bench_scaling.py (recall@10 against exact on MiniLM triple embeddings). When
-the leaves searched hold fewer than k points ScaNN pads its answer; those slots come back as
-id -1 and score -inf.
+below 20k rows (partitioning buys nothing there); above, a k-means tree of about sqrt(N) leaves
+(trained on at most 100k rows) with anisotropic 2-dim-block hashing and exact re-ranking of the
+best 200, searching 10% of the leaves, a width chosen with benchmarks/bench_scaling.py (recall@10
+against exact on MiniLM question -> triple search). When the leaves searched hold fewer than k
+points ScaNN pads its answer; those slots come back as id -1 and score -inf.
 """
 
 import functools
@@ -219,10 +219,12 @@ def scann_defaults(n: int) -> dict:
   """The shipped ScaNN settings for a pool of n vectors (see the module docstring)."""
   if n < 20_000:
     return {"mode": "brute_force"}
-  num_leaves = int(round(2 * math.sqrt(n)))
+  num_leaves = int(round(math.sqrt(n)))
+  # On MiniLM question -> triple search, 4.5% of the leaves already gave recall@10 0.996 at
+  # 200k (benchmarks/bench_scaling.py); 10% leaves a margin for other data at little cost.
   return {"mode": "tree_ah", "num_leaves": num_leaves,
-          "leaves_to_search": max(20, int(math.ceil(0.05 * num_leaves))),
-          "training_sample_size": min(n, 250_000), "dims_per_block": 2,
+          "leaves_to_search": max(10, int(math.ceil(0.1 * num_leaves))),
+          "training_sample_size": min(n, 100_000), "dims_per_block": 2,
           "quantization_threshold": 0.2, "reorder": 200}
 
 
@@ -287,18 +289,22 @@ class ScannIndex:
   def ids(self) -> np.ndarray:
     return np.array(self._searcher.docids, np.int64)
 
-  def search(self, queries, k: int) -> tuple[np.ndarray, np.ndarray]:
+  def search(self, queries, k: int, *, leaves_to_search: int | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """leaves_to_search overrides the built setting for this call (tree_ah mode only)."""
     queries = _check_matrix(queries, "queries", self.dim)
     _check_k(k, len(self))
+    if leaves_to_search is not None and self.options["mode"] != "tree_ah":
+      raise ValueError("leaves_to_search applies to mode 'tree_ah' only, this index is "
+                       f"{self.options['mode']!r}")
     if len(queries) == 0:
       return np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)
     pre = max(k, self.options.get("reorder", k))
-    if len(queries) >= 16:
-      ids, scores = self._searcher.search_batched_parallel(
-          queries, final_num_neighbors=k, pre_reorder_num_neighbors=pre)
-    else:
-      ids, scores = self._searcher.search_batched(
-          queries, final_num_neighbors=k, pre_reorder_num_neighbors=pre)
+    # Threads pay off only when there are enough queries to split between them.
+    search = (self._searcher.search_batched_parallel if len(queries) >= 16
+              else self._searcher.search_batched)
+    ids, scores = search(queries, final_num_neighbors=k, pre_reorder_num_neighbors=pre,
+                         leaves_to_search=leaves_to_search)
     ids, scores = np.array(ids, np.int64), np.array(scores, np.float32)
     missing = np.isnan(scores)  # ScaNN's padding when fewer than k candidates were found
     ids[missing], scores[missing] = -1, -np.inf
