@@ -201,3 +201,14 @@ def test_eight_b_config_shapes_without_memory():
   assert abstract.wq.value.shape == (32, 4096, 32, 128)
   n = sum(int(np.prod(s)) for s in cfg.param_shapes().values())
   assert 8.0e9 < n < 8.1e9, n
+
+
+def test_convert_launcher_writes_loadable_orbax(torch_model, tmp_path):
+  from launch import convert
+  model, folder = torch_model
+  out = convert.convert(str(folder), str(tmp_path / "converted"))
+  ids = random_ids(np.random.default_rng(8), 1, 64)
+  ref, _ = torch_outputs(model, ids)
+  np.testing.assert_allclose(load_decoder(str(out)).logits(ids), ref, atol=1e-4, rtol=0)
+  with pytest.raises(FileExistsError, match="not empty"):
+    convert.convert(str(folder), str(out))
