@@ -189,6 +189,14 @@ class SparseSpec:
   def budget(self) -> int:
     return self.num_sink + self.num_recent + self.num_similar
 
+  @classmethod
+  def from_config(cls, memory_cfg) -> "SparseSpec | None":
+    """From a config's `memory` section; None when `memory.sparse` is off."""
+    if not memory_cfg.sparse:
+      return None
+    return cls(num_sink=memory_cfg.sink_tokens, num_recent=memory_cfg.recent_tokens,
+               num_similar=memory_cfg.similar_tokens, block_size=memory_cfg.similarity_block)
+
 
 @flax.struct.dataclass
 class MemoryKV:
