@@ -1,0 +1,40 @@
+"""GRAIL training and evaluation: gate + adapters by InfoNCE, then the hybrid selector.
+
+  python -m launch.train_grail --config=configs/grail.py --output_dir=/tmp/grail \
+      --config.grail.data=mmqa
+"""
+
+import ml_collections
+
+from configs import base
+
+
+def get_config():
+  c = base.get_base_config()
+  g = c.grail
+  g.data = "embedded"  # "embedded" (the embedded benchmark) or "mmqa" (../shared/data/mmqa)
+  g.mmqa_dir = "../shared/data/mmqa"
+  g.embedded_dir = ""  # "" = the benchmark shipped in graphloom_jax/data/resources
+  g.per_split = 0  # > 0: only the first per_split questions of each split (quick runs)
+  g.cache_dir = ""  # embedding cache ("" = <output_dir>/embeddings)
+  # GraphLoom's second round (retrieval.second_round = "grail") reads this checkpoint.
+  g.checkpoint = ""
+  g.second_round_method = ""  # "grail", "additive", "hybrid"; "" = hybrid if trained, else grail
+  g.train = ml_collections.ConfigDict(dict(
+      align_steps=300,  # phase 1: modality adapters, alignment InfoNCE
+      align_learning_rate=1e-3,
+      gate_steps=300,  # phase 2: gap gate, steering InfoNCE
+      gate_learning_rate=1e-2,
+      gate_adapters=False,  # True: fine-tune the adapters in phase 2 as well
+      batch_size=64,
+      warmup_steps=20,
+      weight_decay=1e-4,
+      clip_norm=1.0,
+      temperature=0.05,  # InfoNCE temperature over cosine logits
+      align_weight=0.5,  # alignment term in phase 2 when gate_adapters
+      eval_every=25,
+      max_evidence=8,  # E: context slots per training instance
+      num_negatives=16,  # H: hard negatives per instance
+      seed=0,
+  ))
+  return c

@@ -1,0 +1,386 @@
+"""Evidence sets for GRAIL: a pool of evidence items and questions with gold evidence subsets.
+
+Shapes: P pool items, Q questions, D embedding width.
+
+  EvidenceSet(name, pool: EvidencePool, questions: list[EvidenceQuestion], notes)
+  EvidenceSet.embed(embedder, cache_dir=None) -> EmbeddedSet (pool [P,D], questions [Q,D])
+  EvidenceSet.select(splits, families, min_gold) / .subset(question_indices)
+  mmqa_evidence_set(dev_path, images_path)      the real MMQA dev questions (see below)
+  embedded_evidence_set(split_paths)            the embedded benchmark (graphloom_jax/data)
+  completion_instances(es, question_indices, E) Evidence Set Completion instances (N of them)
+
+Every evidence item has a text (what the embedder sees), a modality (an index into
+`MODALITIES`, so each modality gets its own alignment adapter) and a key. A question lists its
+gold items (pool indices, deduplicated, in the order the data gives them), its family and split,
+and `distractors`: pool items that are topically close but not gold (hard negatives).
+
+MMQA offline: the public dev file and the image metadata are here, the texts, tables, image
+pixels and the train split are not. An image item is the image's Wikipedia title (all 57,058 in
+MMQA_images, so the pool holds every image whether gold or not); a text or table document is
+represented by the spans the dev file itself quotes from it (answers' and intermediate answers'
+text_instances, and answer strings located in the question's table), merged over every dev
+question that cites the document. Gold documents the dev file quotes nothing from cannot be
+represented and are dropped from their question's gold set (counted in `notes`). Questions are
+split by a hash of their qid into train (40%), validation (10%) and test (50%).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import gzip
+import hashlib
+import json
+import pathlib
+from typing import Iterator
+
+import numpy as np
+
+# Adapter order: questions are their own modality so queries get an adapter too.
+MODALITIES = ("query", "text", "table", "image")
+MULTI_HOP_FAMILIES = ("Compare", "Compose", "Intersect")
+
+
+class EvidenceDataError(ValueError):
+  """A data record that cannot be turned into evidence; the message names file and line."""
+
+
+@dataclasses.dataclass
+class EvidencePool:
+  keys: list[str]
+  texts: list[str]
+  modality: np.ndarray  # int32 [P], indices into MODALITIES
+
+  def __len__(self):
+    return len(self.keys)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvidenceQuestion:
+  qid: str
+  question: str
+  family: str
+  split: str
+  gold: tuple[int, ...]
+  distractors: tuple[int, ...] = ()
+
+
+@dataclasses.dataclass
+class EmbeddedSet:
+  pool: np.ndarray  # float32 [P,D] unit rows
+  questions: np.ndarray  # float32 [Q,D] unit rows
+
+
+@dataclasses.dataclass
+class EvidenceSet:
+  name: str
+  pool: EvidencePool
+  questions: list[EvidenceQuestion]
+  notes: list[str] = dataclasses.field(default_factory=list)
+
+  def select(self, splits=None, families=None, min_gold: int = 1) -> list[int]:
+    """Indices of the questions in `splits` and `families` with >= min_gold gold items."""
+    out = []
+    for i, q in enumerate(self.questions):
+      if splits is not None and q.split not in splits:
+        continue
+      if families is not None and q.family not in families:
+        continue
+      if len(q.gold) >= min_gold:
+        out.append(i)
+    return out
+
+  def subset(self, question_indices) -> "EvidenceSet":
+    """These questions over a pool cut down to their gold items and distractors (re-indexed):
+    a small, real slice of the data for quick runs and tests."""
+    question_indices = list(question_indices)
+    keep = sorted({i for qi in question_indices for i in self.questions[qi].gold
+                   + self.questions[qi].distractors})
+    new = {old: n for n, old in enumerate(keep)}
+    pool = EvidencePool([self.pool.keys[i] for i in keep], [self.pool.texts[i] for i in keep],
+                        self.pool.modality[keep])
+    questions = [dataclasses.replace(q, gold=tuple(new[i] for i in q.gold),
+                                     distractors=tuple(new[i] for i in q.distractors))
+                 for q in (self.questions[qi] for qi in question_indices)]
+    return EvidenceSet(f"{self.name}-subset", pool, questions,
+                       self.notes + [f"subset: {len(questions)} questions, {len(keep)} pool items"])
+
+  def embed(self, embedder, cache_dir: str | None = None) -> EmbeddedSet:
+    return EmbeddedSet(
+        pool=cached_embed(embedder, self.pool.texts, cache_dir),
+        questions=cached_embed(embedder, [q.question for q in self.questions], cache_dir))
+
+
+def cached_embed(embedder, texts: list[str], cache_dir: str | None) -> np.ndarray:
+  """embedder.embed(texts), kept in cache_dir under a hash of the model and the texts."""
+  if not cache_dir:
+    return _checked(embedder, texts, embedder.embed(texts))
+  h = hashlib.sha256(str(getattr(embedder, "model_id", type(embedder).__name__)).encode())
+  for t in texts:
+    h.update(t.encode())
+    h.update(b"\0")
+  path = pathlib.Path(cache_dir) / f"emb-{h.hexdigest()[:20]}.npy"
+  if path.is_file():
+    return _checked(embedder, texts, np.load(path))
+  y = _checked(embedder, texts, embedder.embed(texts))
+  path.parent.mkdir(parents=True, exist_ok=True)
+  np.save(path, y)
+  return y
+
+
+def _checked(embedder, texts, y):
+  y = np.asarray(y)
+  if y.shape != (len(texts), embedder.dim) or y.dtype != np.float32:
+    raise ValueError(f"{type(embedder).__name__}.embed gave {y.dtype} {y.shape}, expected float32 "
+                     f"({len(texts)}, {embedder.dim})")
+  return y
+
+
+def hash_split(qid: str) -> str:
+  """train / validation / test (40 / 10 / 50 %) from the qid's hash: stable across runs."""
+  bucket = int(hashlib.md5(qid.encode()).hexdigest(), 16) % 10
+  return "train" if bucket < 4 else ("validation" if bucket == 4 else "test")
+
+
+def mmqa_family(qtype: str) -> str:
+  """'Compose(TableQ,ImageQ)' -> 'Compose'; single-hop types ('TextQ', ...) stay as they are."""
+  return qtype.split("(", 1)[0]
+
+
+def _read_jsonl_gz(path) -> Iterator[tuple[int, dict]]:
+  path = pathlib.Path(path)
+  if not path.is_file():
+    raise FileNotFoundError(f"{path} does not exist")
+  opener = gzip.open if path.suffix == ".gz" else open
+  with opener(path, "rt", encoding="utf-8") as f:
+    for line_no, line in enumerate(f, 1):
+      if not line.strip():
+        continue
+      try:
+        rec = json.loads(line)
+      except json.JSONDecodeError as e:
+        raise EvidenceDataError(f"{path}:{line_no}: not valid JSON ({e.msg})") from None
+      if not isinstance(rec, dict):
+        raise EvidenceDataError(f"{path}:{line_no}: expected a JSON object, got "
+                                f"{type(rec).__name__}")
+      yield line_no, rec
+
+
+def _require(rec, key, kind, where):
+  if key not in rec:
+    raise EvidenceDataError(f"{where}: missing key {key!r}")
+  if not isinstance(rec[key], kind):
+    raise EvidenceDataError(f"{where}: key {key!r} is {type(rec[key]).__name__}, expected "
+                            f"{kind.__name__ if isinstance(kind, type) else kind}")
+  return rec[key]
+
+
+def _answer_groups(rec):
+  """The answers and every intermediate answer list of an MMQA record."""
+  yield rec.get("answers") or []
+  for group in (rec.get("metadata") or {}).get("intermediate_answers") or []:
+    yield group
+
+
+def mmqa_evidence_set(dev_path, images_path) -> EvidenceSet:
+  """The MMQA dev questions over the image-title pool plus the text/table spans the dev file
+  quotes (see the module docstring)."""
+  images_path = pathlib.Path(images_path)
+  keys, texts, modality = [], [], []
+  index = {}
+  for line_no, rec in _read_jsonl_gz(images_path):
+    where = f"{images_path}:{line_no}"
+    key = "image:" + _require(rec, "id", str, where)
+    if key not in index:
+      index[key] = len(keys)
+      keys.append(key)
+      texts.append(_require(rec, "title", str, where))
+      modality.append(MODALITIES.index("image"))
+
+  dev_path = pathlib.Path(dev_path)
+  records = []
+  spans: dict[str, dict[str, None]] = collections.defaultdict(dict)  # ordered sets
+  for line_no, rec in _read_jsonl_gz(dev_path):
+    where = f"{dev_path}:{line_no}"
+    meta = _require(rec, "metadata", dict, where)
+    for group in _answer_groups(rec):
+      for ans in group:
+        for ti in ans.get("text_instances") or []:
+          if ti.get("doc_id") and ti.get("text"):
+            spans["text:" + ti["doc_id"]][ti["text"].strip()] = None
+        if ans.get("table_indices") and meta.get("table_id") and ans.get("answer") is not None:
+          spans["table:" + meta["table_id"]][str(ans["answer"]).strip()] = None
+    records.append((line_no, rec))
+  for key in sorted(spans):
+    index[key] = len(keys)
+    keys.append(key)
+    texts.append("; ".join(spans[key]))
+    modality.append(MODALITIES.index(key.split(":", 1)[0]))
+
+  questions, dropped, dropped_q = [], collections.Counter(), 0
+  for line_no, rec in records:
+    where = f"{dev_path}:{line_no}"
+    meta = rec["metadata"]
+    gold, seen = [], set()
+    for j, ctx in enumerate(_require(rec, "supporting_context", list, where)):
+      if not isinstance(ctx, dict) or "doc_id" not in ctx or "doc_part" not in ctx:
+        raise EvidenceDataError(f"{where}: supporting_context[{j}] lacks doc_id/doc_part")
+      key = f"{ctx['doc_part']}:{ctx['doc_id']}"
+      if key in seen:
+        continue  # the dev file repeats some supporting documents
+      seen.add(key)
+      if key in index:
+        gold.append(index[key])
+      else:
+        dropped[ctx["doc_part"]] += 1
+    if not gold:
+      dropped_q += 1
+      continue
+    cand = [index[k] for k in
+            ["image:" + d for d in meta.get("image_doc_ids") or []]
+            + ["text:" + d for d in meta.get("text_doc_ids") or []]
+            if k in index]
+    gold_set = set(gold)
+    questions.append(EvidenceQuestion(
+        qid=_require(rec, "qid", str, where), question=_require(rec, "question", str, where),
+        family=mmqa_family(_require(meta, "type", str, where + " metadata")),
+        split=hash_split(rec["qid"]), gold=tuple(gold),
+        distractors=tuple(dict.fromkeys(c for c in cand if c not in gold_set))))
+  n_img = sum(1 for m in modality if m == MODALITIES.index("image"))
+  notes = [
+      "MMQA offline: dev questions and image metadata only; MMQA_texts, MMQA_tables, image "
+      "pixels and the train split are not available.",
+      f"pool: {n_img} image titles + {len(keys) - n_img} text/table documents represented by the "
+      "spans the dev file quotes from them (answers / intermediate answers).",
+      f"gold documents without any quoted content, dropped: {dict(sorted(dropped.items()))}; "
+      f"questions left with no representable gold: {dropped_q}.",
+      "splits by qid hash: train 40% / validation 10% / test 50% of dev.",
+  ]
+  return EvidenceSet("mmqa", EvidencePool(keys, texts, np.asarray(modality, np.int32)),
+                     questions, notes)
+
+
+@dataclasses.dataclass
+class CompletionInstances:
+  """Evidence Set Completion instances: hide one gold item, give the rest as context.
+
+  question [N] (index into EvidenceSet.questions), context [N,E] pool ids padded with -1,
+  missing [N] pool ids. Every gold item of a question is hidden once (leave-one-out)."""
+  question: np.ndarray
+  context: np.ndarray
+  missing: np.ndarray
+
+  def __len__(self):
+    return len(self.missing)
+
+
+def completion_instances(es: EvidenceSet, question_indices, max_evidence: int) -> CompletionInstances:
+  """Leave-one-out instances of the questions with >= 2 gold items; a context longer than
+  max_evidence keeps its first max_evidence items."""
+  qs, ctx, miss = [], [], []
+  for qi in question_indices:
+    gold = es.questions[qi].gold
+    if len(gold) < 2:
+      continue
+    for hidden in gold:
+      rest = [g for g in gold if g != hidden][:max_evidence]
+      qs.append(qi)
+      ctx.append(rest + [-1] * (max_evidence - len(rest)))
+      miss.append(hidden)
+  return CompletionInstances(np.asarray(qs, np.int32),
+                             np.asarray(ctx, np.int32).reshape(len(qs), max_evidence),
+                             np.asarray(miss, np.int32))
+
+
+def load_evidence_set(data: str, mmqa_dir: str = "../shared/data/mmqa", embedded_dir: str = "",
+                      per_split: int = 0) -> EvidenceSet:
+  """'mmqa' (the dev file + image metadata in mmqa_dir) or 'embedded' (the embedded benchmark
+  in embedded_dir, "" = the copy shipped in graphloom_jax/data/resources). per_split > 0 keeps
+  the first per_split questions of each split over their own gold + distractor items
+  (`EvidenceSet.subset`), for quick runs."""
+  if data == "mmqa":
+    d = pathlib.Path(mmqa_dir)
+    es = mmqa_evidence_set(d / "MMQA_dev.jsonl.gz", d / "MMQA_images.jsonl.gz")
+  elif data == "embedded":
+    es = embedded_evidence_set(embedded_dir or None)
+  else:
+    raise ValueError(f"unknown data set {data!r}; expected 'embedded' or 'mmqa'")
+  if per_split > 0:
+    splits = sorted({q.split for q in es.questions})
+    es = es.subset([i for s in splits for i in es.select([s])[:per_split]])
+  return es
+
+
+def triple_modality(source: str) -> str:
+  """The adapter modality of a triple source: scene graphs are image evidence, tables table
+  evidence, everything else (text, REBEL, knowledge bases) text evidence."""
+  if source == "scene":
+    return "image"
+  if source == "table":
+    return "table"
+  return "text"
+
+
+def embedded_evidence_set(folder=None) -> EvidenceSet:
+  """The embedded benchmark (SceneKB, graphloom_jax.data.scenekb) as evidence sets.
+
+  Pool: every distinct verbalized triple of the benchmark ("subject relation object"): the
+  scene-graph triples of all scenes, noise included, as the image modality, and the WordNet
+  triples as the text modality (the benchmark serves them as text documents). Scene triples
+  with the same wording in different scenes are one item: the question text does not name its
+  scene, so they are indistinguishable to any retriever. Gold = the question's gold triples;
+  distractors = the question's scene / WordNet triples that share an entity with a gold triple.
+  """
+  from graphloom_jax.data import scenekb
+
+  folder = scenekb.FOLDER if folder is None else pathlib.Path(folder)
+  keys, texts, modality, index = [], [], [], {}
+
+  def item(t) -> int:
+    mod = triple_modality(t.source)
+    key = f"{mod}:{t.verbalize()}"
+    if key not in index:
+      index[key] = len(keys)
+      keys.append(key)
+      texts.append(t.verbalize())
+      modality.append(MODALITIES.index(mod))
+    return index[key]
+
+  loaded = {split: scenekb.load(split, folder) for split in scenekb.SPLITS}
+  for t in loaded[scenekb.SPLITS[0]].kb_triples:
+    item(t)
+  for kb in loaded.values():
+    for image_id in sorted(kb.images):
+      for t in kb.scene_triples(image_id):
+        item(t)
+
+  questions = []
+  for split, kb in loaded.items():
+    for q in kb.questions:
+      where = f"{folder}/MMQA_{split}.jsonl qid {q.qid}"
+      gold_triples = q.extra.get("gold_triples")
+      instance = q.extra.get("instance_id")
+      if not isinstance(gold_triples, list) or not isinstance(instance, str):
+        raise EvidenceDataError(f"{where}: expected 'gold_triples' (list) and 'instance_id' (str)")
+      local = kb.instance_triples(instance)
+      by_spo = {}
+      for t in local:
+        by_spo.setdefault(t.key(), t)  # scene triples come first: a scene wording wins
+      gold = []
+      for j, spo in enumerate(gold_triples):
+        if tuple(spo) not in by_spo:
+          raise EvidenceDataError(f"{where}: gold_triples[{j}] {spo} is not among the instance's "
+                                  "scene or WordNet triples")
+        gold.append(item(by_spo[tuple(spo)]))
+      gold = list(dict.fromkeys(gold))
+      entities = {x for spo in gold_triples for x in (spo[0], spo[2])}
+      gold_set = set(gold)
+      distractors = [i for t in local if t.subject in entities or t.object in entities
+                     for i in [item(t)] if i not in gold_set]
+      questions.append(EvidenceQuestion(q.qid, q.question, q.family, split, tuple(gold),
+                                        tuple(dict.fromkeys(distractors))))
+  n_img = sum(1 for m in modality if m == MODALITIES.index("image"))
+  notes = [f"SceneKB ({folder}): pool of {n_img} distinct scene-triple wordings (image modality) "
+           f"and {len(keys) - n_img} WordNet triples (text modality); benchmark splits."]
+  return EvidenceSet("embedded", EvidencePool(keys, texts, np.asarray(modality, np.int32)),
+                     questions, notes)
