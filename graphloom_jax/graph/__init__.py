@@ -1,8 +1,9 @@
 """Graph construction (MISSION.md §1): the triple schema and its IO, REBEL parsing, scene graphs,
-canonicalisation, the instance graph, knowledge-base loaders and enrichment."""
+canonicalisation, the instance graph, knowledge-base loaders and enrichment
+(`graphloom_jax.graph.enrich.enrich`)."""
 
 from graphloom_jax.graph.canonical import Canonicalizer, Morphy, canonicalize, merge_duplicates
-from graphloom_jax.graph.enrich import KnowledgeSource, enrich
+from graphloom_jax.graph.enrich import KnowledgeSource
 from graphloom_jax.graph.instance_graph import build_instance_graph, filter_edges, graph_triples
 from graphloom_jax.graph.kb import (TripleKB, VG150Stats, WordNet, load_conceptnet,
                                     load_vg150_vocab)
