@@ -74,6 +74,9 @@ def get_base_config() -> ml_collections.ConfigDict:
   c.retrieval.n_max = 50
   c.retrieval.second_round = "decoder"  # "none", "decoder", "template" or "grail"
   c.retrieval.intermediate_query_tokens = 15
+  c.retrieval.bridge_nodes = 2  # bridges whose round-1 evidence the query writer sees
+  c.retrieval.bridge_evidence = 6  # at most this many round-1 edges shown to the writer
+  c.retrieval.query_template = "{bridges} {question}"  # second_round == "template"
   c.retrieval.index = "exact"  # or "scann"
 
   c.grail = ml_collections.ConfigDict()

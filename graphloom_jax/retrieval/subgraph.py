@@ -66,6 +66,7 @@ class SubgraphConfig:
         retrieval, k, d)
     return cls(seeds=get("seeds", 15), hops=get("hops", 2), d_max=get("d_max", 5),
                n_max=get("n_max", 50), second_round=get("second_round", "decoder") != "none",
+               bridge_nodes=get("bridge_nodes", 2), bridge_evidence=get("bridge_evidence", 6),
                query_tokens=get("intermediate_query_tokens", 15),
                template=get("query_template", cls.template))
 
