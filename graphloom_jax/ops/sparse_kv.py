@@ -21,7 +21,8 @@ over heads would cost G.
 Ties in similarity go to the lower cache index (`jax.lax.top_k`'s documented order). The three
 parts are disjoint and laid out [sink | recent | similar] in the output; unused entries (short
 caches) have idx 0 and idx_valid False. When the row has at most I candidates, all of them are
-selected, so sparse attention then equals full causal attention.
+selected (in block mode: when the remaining ones lie in the chosen blocks, as they always do in
+a gap-free cache), so sparse attention then equals full causal attention.
 
 Block mode (block_size > 0) replaces the per-token similarity with a per-block one: each block
 of `block_size` cache slots is summarised by the mean of its candidate keys, the blocks holding
@@ -30,6 +31,9 @@ best ceil(num_similar / block_size) + 1 blocks are taken in (block rank, positio
 num_similar are chosen. The extra block makes up for blocks that are partly sink, recent or
 unwritten. Summaries are kept incrementally with `update_block_summaries`, so a step scores C
 summaries instead of S keys.
+
+Sink, recent and the remaining flags depend only on positions: `positional_selection` computes
+them (one O(S) integer cumsum) once per step for all layers, via `select_sparse_kv(positional=)`.
 """
 
 import functools
