@@ -214,8 +214,18 @@ def test_config_checks():
   with pytest.raises(ValueError, match="d_max"):
     sg.SubgraphConfig(d_max=0)
   from configs.base import get_base_config
-  c = sg.SubgraphConfig.from_config(get_base_config().retrieval)
+  retrieval = get_base_config().retrieval
+  c = sg.SubgraphConfig.from_config(retrieval)
   assert (c.seeds, c.hops, c.d_max, c.n_max, c.query_tokens) == (15, 2, 5, 50, 15)
+  assert c.second_round and c.template == retrieval.query_template
+  retrieval.second_round = "none"
+  off = sg.SubgraphConfig.from_config(retrieval)
+  rng = np.random.default_rng()
+  triples, emb = random_graph(rng)
+  got = sg.BoundedRetriever(sg.TriplePool(triples, emb), NoEmbedder(), off,
+                            query_writer=lambda ctx: pytest.fail("second round ran")).retrieve(
+                                "q", unit(rng.standard_normal(D)))
+  assert set(got.rounds) == {1} and got.intermediate_query is None
 
 
 SCRIPT = r"""
