@@ -104,16 +104,15 @@ def write_gzip_lines(path: pathlib.Path, lines):
       f.write(data)
 
 
-def main(argv):
-  del argv
-  src, out, tests_out = (pathlib.Path(FLAGS.wordnet_dir), pathlib.Path(FLAGS.out),
-                         pathlib.Path(FLAGS.tests_out))
+def build(wordnet_dir, vocab, out, tests_out, license_file) -> str:
+  """Writes the resources; returns a one-line summary."""
+  src, out, tests_out = pathlib.Path(wordnet_dir), pathlib.Path(out), pathlib.Path(tests_out)
   out.mkdir(parents=True, exist_ok=True)
   tests_out.mkdir(parents=True, exist_ok=True)
-  objects = json.loads(pathlib.Path(FLAGS.vocab).read_text())["objects"]
+  objects = json.loads(pathlib.Path(vocab).read_text())["objects"]
   wn = WordNet.load(src, "n")
 
-  licence = pathlib.Path(FLAGS.license).read_text(encoding="utf-8")
+  licence = pathlib.Path(license_file).read_text(encoding="utf-8")
   # The "Files: *" stanza of Debian's copyright file: copyright line plus the WordNet licence.
   start = licence.index("Files: *")
   end = licence.index("\n\n", licence.index("License: WordNet3.0"))
@@ -156,8 +155,15 @@ def main(argv):
   with open(tests_out / "index.noun", "w", encoding="utf-8") as f:
     f.writelines(header)
     f.writelines(index_lines[lemma] for lemma in sorted(TEST_LEMMAS))
-  print(f"{out}: {len(keep)} synsets, {len(index)} index lemmas, {len(lemmas)} noun lemmas; "
-        f"{tests_out}: {len(test_keep)} synsets")
+  return (f"{out}: {len(keep)} synsets, {len(index)} index lemmas, {len(lemmas)} noun lemmas; "
+          f"{tests_out}: {len(test_keep)} synsets")
+
+
+def main(argv):
+  del argv
+  print(build(FLAGS.wordnet_dir, FLAGS.vocab, FLAGS.out, FLAGS.tests_out, FLAGS.license))
+
+
 
 
 if __name__ == "__main__":

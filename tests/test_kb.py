@@ -218,3 +218,20 @@ def test_enrich_with_wordnet_excerpt_and_conceptnet(wn):
   assert max(per_entity.values()) <= 3
   with pytest.raises(ValueError, match="hops"):
     enrich.enrich(["dog"], [wn], hops=-1)
+
+
+@pytest.mark.skipif(not (SYSTEM_WORDNET / "data.noun").exists() or not VOCAB.exists()
+                    or not pathlib.Path("/usr/share/doc/wordnet-base/copyright").exists(),
+                    reason="WordNet 3.0 database (Debian wordnet-base) or the VG150 vocabulary "
+                           "absent")
+def test_wordnet_resources_regenerate_byte_for_byte(tmp_path):
+  import filecmp
+  from launch import build_wordnet_resources as b
+  b.build(SYSTEM_WORDNET, VOCAB, tmp_path / "res", tmp_path / "tests",
+          "/usr/share/doc/wordnet-base/copyright")
+  committed = pathlib.Path(kb.__file__).parents[1] / "data" / "resources" / "wordnet"
+  for mine, theirs in ((tmp_path / "res", committed), (tmp_path / "tests", WN_TEST)):
+    names = sorted(p.name for p in theirs.iterdir())
+    assert names == sorted(p.name for p in mine.iterdir())
+    for name in names:
+      assert filecmp.cmp(mine / name, theirs / name, shallow=False), name
