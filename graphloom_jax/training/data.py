@@ -42,6 +42,9 @@ from graphloom_jax.models import slots
 
 PROMPT = "Answer the question about the scene in a few words.\nQuestion: {question}"
 PLAIN_PROMPT = "Question: {question}\nAnswer:"  # without a chat template (byte-level decoders)
+# Flat-RAG: the retrieved triples as text before the question.
+EVIDENCE_PROMPT = ("Answer the question about the scene in a few words.\nEvidence:\n{evidence}\n"
+                   "Question: {question}")
 
 
 class ByteTokenizer:
@@ -75,6 +78,14 @@ class TextFormat:
       return list(self.tok.chat_ids(PROMPT.format(question=question)))
     return [ByteTokenizer.bos_id] * isinstance(self.tok, ByteTokenizer) + self.tok.encode(
         PLAIN_PROMPT.format(question=question))
+
+  def evidence_prompt_ids(self, question: str, evidence: Sequence[str]) -> list[int]:
+    """Prompt with evidence sentences in the text (the Flat-RAG baseline)."""
+    text = EVIDENCE_PROMPT.format(evidence="\n".join(evidence), question=question)
+    if self.tok.has_chat_template:
+      return list(self.tok.chat_ids(text))
+    return [ByteTokenizer.bos_id] * isinstance(self.tok, ByteTokenizer) + self.tok.encode(
+        text + "\nAnswer:")
 
   def answer_ids(self, answer: str) -> list[int]:
     text = answer if self.tok.has_chat_template else " " + answer
@@ -156,35 +167,47 @@ def _tokens_row(ids: list[int], answer_start: int, seq_len: int, pad: int, where
   return tokens, valid, targets, mask
 
 
+def _retrieve(kb, questions: Sequence, table: "_Table", spec: FeatureSpec):
+  """Exact top-Q retrieval per question: [(question, Emb(question), triples, cosines)]."""
+  n_ev = spec.bank_size // 2
+  instances = sorted({q.extra["instance_id"] for q in questions if "instance_id" in q.extra})
+  cands = {i: _candidates(kb, i, spec.tau_edge) for i in instances}
+  table.add([q.question for q in questions] + [t.verbalize() for c in cands.values() for t in c])
+  retrieved = []
+  for q in questions:
+    for key in ("instance_id", "options", "answer_index", "gold_triples"):
+      if key not in q.extra:
+        raise KeyError(f"question {q.qid!r}: record has no {key!r} (expected the SceneKB extra "
+                       "fields)")
+    cand = cands[q.extra["instance_id"]]
+    qv = table([q.question])[0]
+    order, sims = [], np.zeros((0,))
+    if cand:
+      sims = table([t.verbalize() for t in cand]) @ qv
+      order = sorted(range(len(cand)), key=lambda j: (-sims[j], j))[:n_ev]
+    retrieved.append((q, qv, [cand[j] for j in order], [float(sims[j]) for j in order]))
+  return retrieved
+
+
+def retrieve(kb, questions: Sequence, embed: Callable[[list[str]], np.ndarray],
+             spec: FeatureSpec) -> list[list]:
+  """The evidence triples `featurize` retrieves for each question (for text baselines)."""
+  return [top for _, _, top, _ in _retrieve(kb, questions, _Table(embed), spec)]
+
+
 def featurize(kb, questions: Sequence, fmt: TextFormat, embed: Callable[[list[str]], np.ndarray],
               spec: FeatureSpec) -> dict[str, np.ndarray]:
   """Stacked features [N, ...] for the questions (see the module docstring)."""
   table = _Table(embed)
   n_ev = spec.bank_size // 2
-  instances = sorted({q.extra["instance_id"] for q in questions if "instance_id" in q.extra})
-  cands = {i: _candidates(kb, i, spec.tau_edge) for i in instances}
+  retrieved = _retrieve(kb, questions, table, spec)
+  instances = sorted({q.extra["instance_id"] for q in questions})
   objects = {i: _objects(kb, i)[:spec.max_objects] for i in instances}
-  table.add([q.question for q in questions] + [t.verbalize() for c in cands.values() for t in c]
-            + [o for objs in objects.values() for o in objs])
-
-  rows, banks, retrieved = [], [], []
-  for q in questions:
-    where = f"question {q.qid!r}"
-    for key in ("instance_id", "options", "answer_index", "gold_triples"):
-      if key not in q.extra:
-        raise KeyError(f"{where}: record has no {key!r} (expected the SceneKB extra fields)")
-    cand = cands[q.extra["instance_id"]]
-    qv = table([q.question])[0]
-    if cand:
-      sims = table([t.verbalize() for t in cand]) @ qv
-      order = sorted(range(len(cand)), key=lambda j: (-sims[j], j))[:n_ev]
-    else:
-      order = []
-    top = [cand[j] for j in order]
-    retrieved.append((q, qv, top, [float(sims[j]) for j in order]))
+  table.add([o for objs in objects.values() for o in objs])
   table.add([x for _, _, top, _ in retrieved for t in top
              for x in (t.subject, f"{t.relation} {t.object}", t.relation, f"{t.subject} {t.object}")])
 
+  rows, banks = [], []
   for q, qv, top, sims in retrieved:
     where = f"question {q.qid!r}"
     cent = _centrality(top)
