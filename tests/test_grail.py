@@ -49,9 +49,20 @@ def trained(tmp_path_factory):
   return c, root, params, cfg, history
 
 
-def _small_set(c):
+@pytest.fixture(scope="module")
+def embedded_set():
+  return grail_data.load_evidence_set("embedded")
+
+
+def _first_per_split(es):
+  """What load_evidence_set(per_split=PER_SPLIT) builds, from an already loaded set."""
+  return es.subset([i for s in ("test", "train", "validation")
+                    for i in es.select([s])[:PER_SPLIT]])
+
+
+def _small_set(c, full):
   from graphloom_jax.models import load_embedder
-  es = grail_data.load_evidence_set("embedded", per_split=PER_SPLIT)
+  es = _first_per_split(full)
   return es, es.embed(load_embedder(), c.grail.cache_dir)
 
 
@@ -152,7 +163,7 @@ def test_selector_features_hand_computed():
   h = np.array([a[0], a[1], 0, 0])
   q_gap = q[0] - 0.5 * (a[0] / (h @ h)) * h
   cos = lambda x, y: x @ y / np.linalg.norm(x) / np.linalg.norm(y)
-  want_scalars = [a[0], np.linalg.norm(h), 2 / 3, 1.0, 0.5, 0.0, -(a * np.log(a)).sum(), 0.5,
+  want_scalars = [a[0], np.linalg.norm(h), 2.0, 1.0, 0.5, 0.0, -(a * np.log(a)).sum(), 0.5,
                   cos(q_gap, q[0]), cos(q_gap, q[0] + h)]
   np.testing.assert_allclose(f[:d], q[0], atol=1e-6)
   np.testing.assert_allclose(f[d:2 * d], h, atol=1e-6)
@@ -273,9 +284,9 @@ def test_second_round_writer_from_config(tmp_path):
 # ---------------------------------------------------------------- data sets
 
 
-def test_embedded_evidence_set_matches_the_benchmark():
+def test_embedded_evidence_set_matches_the_benchmark(embedded_set):
   from graphloom_jax.data import scenekb
-  es = grail_data.load_evidence_set("embedded")
+  es = embedded_set
   kb = scenekb.load("validation")
   by_qid = {q.qid: q for q in es.questions}
   for q in kb.questions[:25]:
@@ -327,7 +338,7 @@ def test_mmqa_reader_errors_name_file_and_line(tmp_path):
 
 
 @needs_minilm
-def test_training_reduces_validation_infonce(trained):
+def test_training_reduces_validation_infonce(trained, embedded_set):
   c, root, params, cfg, history = trained
   for phase in ("align", "gate"):
     h = history[phase]
@@ -342,7 +353,7 @@ def test_training_reduces_validation_infonce(trained):
   for a, b in zip(jax.tree.leaves(loaded), jax.tree.leaves(params)):
     np.testing.assert_array_equal(a, b)
   # A rerun resumes from the saved checkpoints instead of starting over.
-  es, emb = _small_set(c)
+  es, emb = _small_set(c, embedded_set)
   logs = []
   grail_train.train(es, emb, cfg, grail_train.TrainSettings.from_config(c.grail.train),
                     workdir=root / "train", log=logs.append)
@@ -350,8 +361,8 @@ def test_training_reduces_validation_infonce(trained):
   assert any("gate: resumed from step 30" in m for m in logs)
 
 
-def test_examples_hold_covered_evidence_as_hard_negatives():
-  es = grail_data.load_evidence_set("embedded", per_split=PER_SPLIT)
+def test_examples_hold_covered_evidence_as_hard_negatives(embedded_set):
+  es = _first_per_split(embedded_set)
   ex = grail_train.build_examples(es, es.select(["train"]), max_evidence=4, num_negatives=6)
   assert len(ex) > 0
   for n in range(len(ex)):
@@ -368,7 +379,7 @@ def test_examples_hold_covered_evidence_as_hard_negatives():
 
 
 @needs_minilm
-def test_launcher_smoke_run_matches_recomputation(trained):
+def test_launcher_smoke_run_matches_recomputation(trained, embedded_set):
   from launch import evaluate_retrieval
   c, root, _, _, _ = trained
   out = root / "eval"
@@ -377,7 +388,7 @@ def test_launcher_smoke_run_matches_recomputation(trained):
                          latency_queries=3, log=lambda *_: None)
   res = json.loads((out / "evidence_completion_embedded.json").read_text())
   assert (out / "evidence_completion_embedded.png").stat().st_size > 0
-  es, emb = _small_set(c)
+  es, emb = _small_set(c, embedded_set)
   params, cfg = grail.load(res["grail_dir"])
   inst = grail_data.completion_instances(es, es.select(["test"]), c.grail.train.max_evidence)
   assert res["instance_missing"] == inst.missing.tolist()

@@ -21,6 +21,15 @@ missing evidence higher than addition (`fit_selector`).
 
 Parameters are a plain pytree {'gate', 'adapters', optional 'selector'}; `save` / `load` write
 it with orbax beside a JSON `GrailConfig`.
+
+Public API:
+  GrailRetriever(params, cfg, pool_vectors [P,D], pool_modality [P])
+    .encode_queries(q_raw [B,D]) -> q [B,D];  .steer(q, context_ids [B,E], method) -> [B,D]
+    .search(q, context_ids, method, k) -> (ids [B,k], scores [B,k])   (context skipped)
+    .ranks(q, context_ids, targets [B], method) -> 1-based ranks [B] over the whole pool
+  GrailQueryWriter(params, cfg, method)     second-round strategy for subgraph.BoundedRetriever
+  second_round_writer(config)               that writer when retrieval.second_round == 'grail'
+  init_params, adapt, steer, selector_features, fit_selector, save, load
 """
 
 from __future__ import annotations
@@ -98,7 +107,9 @@ def adapt_pool(adapters, vectors: np.ndarray, modality: np.ndarray) -> np.ndarra
 
 
 # Scalar selector features, in order (documented for whoever inspects a trained selector).
-_SCALAR_FEATURES = ("q.h", "|h|", "n_evidence/E", "max q.e", "mean q.e", "evidence redundancy",
+# The evidence count is absolute, not a fraction of E, so that a selector fitted on E = 8
+# context slots reads a sequential pool of K slots the same way.
+_SCALAR_FEATURES = ("q.h", "|h|", "n_evidence", "max q.e", "mean q.e", "evidence redundancy",
                     "attention entropy", "mean gate", "cos(q_gap, q)", "cos(q_gap, q+h)")
 
 
@@ -121,7 +132,7 @@ def selector_features(gate, q, ev, mask, ev_modality, *, tau, num_modalities):
   entropy = -jnp.sum(jnp.where(a > 0, a * jnp.log(jnp.where(a > 0, a, 1.0)), 0.0), -1)
   cos = lambda x, y: jnp.sum(steering.l2_normalize(x) * steering.l2_normalize(y), -1)
   scalars = jnp.stack([
-      jnp.sum(q * h, -1), jnp.linalg.norm(h, axis=-1), n / mask.shape[-1],
+      jnp.sum(q * h, -1), jnp.linalg.norm(h, axis=-1), n,
       jnp.max(jnp.where(mask, sims, -1.0), -1) * (n > 0), jnp.sum(sims * mf, -1) / n_safe,
       redundancy, entropy, g.reshape(g.shape[0], -1).mean(-1), cos(q_gap, q), cos(q_gap, q_add),
   ], -1)
