@@ -317,21 +317,51 @@ def test_mmqa_evidence_set_on_the_real_dev_file():
   assert {x.split for x in es.questions} == {"train", "validation", "test"}
 
 
+def _write_jsonl(path, records):
+  path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def test_mmqa_uses_full_texts_and_tables_when_present(tmp_path):
+  q = {"qid": "q1", "question": "Which film?", "metadata": {
+      "type": "Compose(TextQ,TableQ)", "table_id": "tb", "image_doc_ids": ["im2"],
+      "text_doc_ids": ["tx", "tx2"], "intermediate_answers": []},
+       "answers": [{"answer": "1976", "modality": "text", "text_instances": [
+           {"doc_id": "tx", "part": "text", "start_byte": 0, "text": "1976"}]}],
+       "supporting_context": [{"doc_id": "tb", "doc_part": "table"},
+                              {"doc_id": "tx", "doc_part": "text"},
+                              {"doc_id": "tx", "doc_part": "text"}]}
+  _write_jsonl(tmp_path / "MMQA_dev.jsonl", [q])
+  _write_jsonl(tmp_path / "MMQA_images.jsonl", [
+      {"id": "im1", "title": "Emblem", "url": "", "path": "im1.jpg"},
+      {"id": "im2", "title": "Logo", "url": "", "path": "im2.jpg"}])
+  _write_jsonl(tmp_path / "MMQA_texts.jsonl", [
+      {"id": "tx", "title": "The Bad News Bears", "url": "", "text": "Released in 1976."},
+      {"id": "tx2", "title": "Mask", "url": "", "text": "Released in 1985."}])
+  _write_jsonl(tmp_path / "MMQA_tables.jsonl", [
+      {"id": "tb", "title": "Ben Piazza", "url": "", "table": {
+          "table_name": "Filmography", "header": [{"column_name": "Title"},
+                                                  {"column_name": "Role"}],
+          "table_rows": [[{"text": "Mask"}, {"text": "Mr. Simms"}]]}}])
+  es = grail_data.mmqa_evidence_set(tmp_path)
+  assert es.pool.texts == ["Emblem", "Logo", "The Bad News Bears. Released in 1976.",
+                           "Mask. Released in 1985.",
+                           "Ben Piazza Filmography: Title | Role; Mask | Mr. Simms"]
+  (only,) = es.questions
+  assert [es.pool.keys[i] for i in only.gold] == ["table:tb", "text:tx"]  # duplicate dropped
+  assert [es.pool.keys[i] for i in only.distractors] == ["image:im2", "text:tx2"]
+  assert only.family == "Compose"
+  assert "MMQA_texts" not in es.notes[0] and "the train split" in es.notes[0]
+
+
 def test_mmqa_reader_errors_name_file_and_line(tmp_path):
-  images = tmp_path / "MMQA_images.jsonl"
-  images.write_text('{"id": "a", "title": "A"}\n{"id": "b"}\n')
-  dev = tmp_path / "MMQA_dev.jsonl"
-  dev.write_text("")
-  with pytest.raises(grail_data.EvidenceDataError, match=r"MMQA_images.jsonl:2: missing key 'title'"):
-    grail_data.mmqa_evidence_set(dev, images)
-  images.write_text('{"id": "a", "title": "A"}\n')
-  dev.write_text('{"qid": "x", "question": "?", "metadata": {"type": "ImageQ"}, '
-                 '"supporting_context": [{"doc_id": "a"}]}\n')
-  with pytest.raises(grail_data.EvidenceDataError, match=r"MMQA_dev.jsonl:1: supporting_context\[0\]"):
-    grail_data.mmqa_evidence_set(dev, images)
-  dev.write_text("not json\n")
-  with pytest.raises(grail_data.EvidenceDataError, match=r"MMQA_dev.jsonl:1: not valid JSON"):
-    grail_data.mmqa_evidence_set(dev, images)
+  _write_jsonl(tmp_path / "MMQA_images.jsonl", [{"id": "a", "title": "A", "path": ""}])
+  (tmp_path / "MMQA_dev.jsonl").write_text(
+      '{"qid": "x", "question": "?", "metadata": {"type": "ImageQ"}, '
+      '"supporting_context": [{"doc_part": "image"}]}\n')
+  with pytest.raises(ValueError, match=r"MMQA_dev.jsonl:1 \(qid x\): supporting_context\[0\]"):
+    grail_data.mmqa_evidence_set(tmp_path)
+  with pytest.raises(FileNotFoundError, match="no MMQA_dev"):
+    grail_data.mmqa_evidence_set(tmp_path / "nowhere")
 
 
 # ---------------------------------------------------------------- training

@@ -5,8 +5,8 @@ Shapes: P pool items, Q questions, D embedding width.
   EvidenceSet(name, pool: EvidencePool, questions: list[EvidenceQuestion], notes)
   EvidenceSet.embed(embedder, cache_dir=None) -> EmbeddedSet (pool [P,D], questions [Q,D])
   EvidenceSet.select(splits, families, min_gold) / .subset(question_indices)
-  mmqa_evidence_set(dev_path, images_path)      the real MMQA dev questions (see below)
-  embedded_evidence_set(split_paths)            the embedded benchmark (graphloom_jax/data)
+  mmqa_evidence_set(folder, split="dev")        MMQA questions (see below)
+  embedded_evidence_set(folder=None)            the embedded benchmark (graphloom_jax/data)
   completion_instances(es, question_indices, E) Evidence Set Completion instances (N of them)
 
 Every evidence item has a text (what the embedder sees), a modality (an index into
@@ -14,25 +14,23 @@ Every evidence item has a text (what the embedder sees), a modality (an index in
 gold items (pool indices, deduplicated, in the order the data gives them), its family and split,
 and `distractors`: pool items that are topically close but not gold (hard negatives).
 
-MMQA offline: the public dev file and the image metadata are here, the texts, tables, image
-pixels and the train split are not. An image item is the image's Wikipedia title (all 57,058 in
-MMQA_images, so the pool holds every image whether gold or not); a text or table document is
-represented by the spans the dev file itself quotes from it (answers' and intermediate answers'
-text_instances, and answer strings located in the question's table), merged over every dev
-question that cites the document. Gold documents the dev file quotes nothing from cannot be
-represented and are dropped from their question's gold set (counted in `notes`). Questions are
-split by a hash of their qid into train (40%), validation (10%) and test (50%).
+MMQA: an image item is the image's Wikipedia title (every image in MMQA_images, gold or not;
+pixels are never used). Texts and tables are their full content when MMQA_texts / MMQA_tables
+are in the folder. Offline (../shared/data/mmqa holds only the dev file and the image metadata)
+a text or table document is represented by the spans the questions themselves quote from it
+(answers' and intermediate answers' text_instances, and answer strings located in the
+question's table), merged over every question that cites the document. Gold documents with no
+content at all are dropped from their question's gold set (counted in `notes`, which also say
+which files were absent). Questions are split by a hash of their qid into train (40%),
+validation (10%) and test (50%), since only the dev split is labelled offline.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
-import gzip
 import hashlib
-import json
 import pathlib
-from typing import Iterator
 
 import numpy as np
 
@@ -142,119 +140,86 @@ def hash_split(qid: str) -> str:
   return "train" if bucket < 4 else ("validation" if bucket == 4 else "test")
 
 
-def mmqa_family(qtype: str) -> str:
-  """'Compose(TableQ,ImageQ)' -> 'Compose'; single-hop types ('TextQ', ...) stay as they are."""
-  return qtype.split("(", 1)[0]
+def _answer_groups(q):
+  """The answers and every intermediate answer list of an MMQA question."""
+  yield q.answers
+  yield from q.intermediate_answers
 
 
-def _read_jsonl_gz(path) -> Iterator[tuple[int, dict]]:
-  path = pathlib.Path(path)
-  if not path.is_file():
-    raise FileNotFoundError(f"{path} does not exist")
-  opener = gzip.open if path.suffix == ".gz" else open
-  with opener(path, "rt", encoding="utf-8") as f:
-    for line_no, line in enumerate(f, 1):
-      if not line.strip():
-        continue
-      try:
-        rec = json.loads(line)
-      except json.JSONDecodeError as e:
-        raise EvidenceDataError(f"{path}:{line_no}: not valid JSON ({e.msg})") from None
-      if not isinstance(rec, dict):
-        raise EvidenceDataError(f"{path}:{line_no}: expected a JSON object, got "
-                                f"{type(rec).__name__}")
-      yield line_no, rec
+def _table_text(t) -> str:
+  rows = "; ".join(" | ".join(r) for r in t.rows)
+  return f"{t.title} {t.name}: {' | '.join(t.header)}; {rows}"
 
 
-def _require(rec, key, kind, where):
-  if key not in rec:
-    raise EvidenceDataError(f"{where}: missing key {key!r}")
-  if not isinstance(rec[key], kind):
-    raise EvidenceDataError(f"{where}: key {key!r} is {type(rec[key]).__name__}, expected "
-                            f"{kind.__name__ if isinstance(kind, type) else kind}")
-  return rec[key]
+def mmqa_evidence_set(folder, split: str = "dev") -> EvidenceSet:
+  """MMQA questions of `split` (read by graphloom_jax.data.mmqa) over every image title plus the
+  text and table documents: their full content where MMQA_texts / MMQA_tables are in `folder`,
+  else the spans the questions quote from them (see the module docstring)."""
+  from graphloom_jax.data import mmqa
 
+  data = mmqa.MMQA.load(folder, split)
+  keys, texts, modality, index = [], [], [], {}
 
-def _answer_groups(rec):
-  """The answers and every intermediate answer list of an MMQA record."""
-  yield rec.get("answers") or []
-  for group in (rec.get("metadata") or {}).get("intermediate_answers") or []:
-    yield group
-
-
-def mmqa_evidence_set(dev_path, images_path) -> EvidenceSet:
-  """The MMQA dev questions over the image-title pool plus the text/table spans the dev file
-  quotes (see the module docstring)."""
-  images_path = pathlib.Path(images_path)
-  keys, texts, modality = [], [], []
-  index = {}
-  for line_no, rec in _read_jsonl_gz(images_path):
-    where = f"{images_path}:{line_no}"
-    key = "image:" + _require(rec, "id", str, where)
-    if key not in index:
-      index[key] = len(keys)
-      keys.append(key)
-      texts.append(_require(rec, "title", str, where))
-      modality.append(MODALITIES.index("image"))
-
-  dev_path = pathlib.Path(dev_path)
-  records = []
-  spans: dict[str, dict[str, None]] = collections.defaultdict(dict)  # ordered sets
-  for line_no, rec in _read_jsonl_gz(dev_path):
-    where = f"{dev_path}:{line_no}"
-    meta = _require(rec, "metadata", dict, where)
-    for group in _answer_groups(rec):
-      for ans in group:
-        for ti in ans.get("text_instances") or []:
-          if ti.get("doc_id") and ti.get("text"):
-            spans["text:" + ti["doc_id"]][ti["text"].strip()] = None
-        if ans.get("table_indices") and meta.get("table_id") and ans.get("answer") is not None:
-          spans["table:" + meta["table_id"]][str(ans["answer"]).strip()] = None
-    records.append((line_no, rec))
-  for key in sorted(spans):
+  def add(key, text, mod):
     index[key] = len(keys)
     keys.append(key)
-    texts.append("; ".join(spans[key]))
-    modality.append(MODALITIES.index(key.split(":", 1)[0]))
+    texts.append(text)
+    modality.append(MODALITIES.index(mod))
+
+  for doc in data.images.values():
+    add("image:" + doc.id, doc.title, "image")
+  for doc in data.texts.values():
+    add("text:" + doc.id, f"{doc.title}. {doc.text}", "text")
+  for doc in data.tables.values():
+    add("table:" + doc.id, _table_text(doc), "table")
+  spans: dict[str, dict[str, None]] = collections.defaultdict(dict)  # ordered sets
+  for q in data.questions:
+    for group in _answer_groups(q):
+      for ans in group:
+        for ti in ans.text_instances:
+          if isinstance(ti, dict) and ti.get("doc_id") and ti.get("text"):
+            spans["text:" + ti["doc_id"]][ti["text"].strip()] = None
+        if ans.table_indices and q.table_id:
+          spans["table:" + q.table_id][ans.answer.strip()] = None
+  quoted = 0
+  for key in sorted(spans):
+    if key not in index:
+      add(key, "; ".join(spans[key]), key.split(":", 1)[0])
+      quoted += 1
 
   questions, dropped, dropped_q = [], collections.Counter(), 0
-  for line_no, rec in records:
-    where = f"{dev_path}:{line_no}"
-    meta = rec["metadata"]
+  for q in data.questions:
     gold, seen = [], set()
-    for j, ctx in enumerate(_require(rec, "supporting_context", list, where)):
-      if not isinstance(ctx, dict) or "doc_id" not in ctx or "doc_part" not in ctx:
-        raise EvidenceDataError(f"{where}: supporting_context[{j}] lacks doc_id/doc_part")
-      key = f"{ctx['doc_part']}:{ctx['doc_id']}"
+    for doc_id, part in q.supporting_context:
+      key = f"{part}:{doc_id}"
       if key in seen:
         continue  # the dev file repeats some supporting documents
       seen.add(key)
       if key in index:
         gold.append(index[key])
       else:
-        dropped[ctx["doc_part"]] += 1
+        dropped[part] += 1
     if not gold:
       dropped_q += 1
       continue
-    cand = [index[k] for k in
-            ["image:" + d for d in meta.get("image_doc_ids") or []]
-            + ["text:" + d for d in meta.get("text_doc_ids") or []]
-            if k in index]
+    cand = [index[k] for k in (["image:" + d for d in q.image_doc_ids]
+                               + ["text:" + d for d in q.text_doc_ids]) if k in index]
     gold_set = set(gold)
     questions.append(EvidenceQuestion(
-        qid=_require(rec, "qid", str, where), question=_require(rec, "question", str, where),
-        family=mmqa_family(_require(meta, "type", str, where + " metadata")),
-        split=hash_split(rec["qid"]), gold=tuple(gold),
-        distractors=tuple(dict.fromkeys(c for c in cand if c not in gold_set))))
-  n_img = sum(1 for m in modality if m == MODALITIES.index("image"))
+        qid=q.qid, question=q.question, family=q.family, split=hash_split(q.qid),
+        gold=tuple(gold), distractors=tuple(dict.fromkeys(c for c in cand if c not in gold_set))))
+  absent = [name for name, present in (
+      ("MMQA_texts", data.texts), ("MMQA_tables", data.tables), ("MMQA_images", data.images),
+      ("the train split", mmqa.find_file(folder, "MMQA_train"))) if not present]
   notes = [
-      "MMQA offline: dev questions and image metadata only; MMQA_texts, MMQA_tables, image "
-      "pixels and the train split are not available.",
-      f"pool: {n_img} image titles + {len(keys) - n_img} text/table documents represented by the "
-      "spans the dev file quotes from them (answers / intermediate answers).",
-      f"gold documents without any quoted content, dropped: {dict(sorted(dropped.items()))}; "
+      f"MMQA ({folder}, {split}): not available here: {', '.join(absent + ['image pixels'])}; "
+      "images are represented by their Wikipedia titles.",
+      f"pool: {len(data.images)} images, {len(data.texts)} texts, {len(data.tables)} tables, and "
+      f"{quoted} text/table documents represented only by the spans the questions quote from "
+      "them (answers / intermediate answers).",
+      f"gold documents without any content, dropped: {dict(sorted(dropped.items()))}; "
       f"questions left with no representable gold: {dropped_q}.",
-      "splits by qid hash: train 40% / validation 10% / test 50% of dev.",
+      f"splits by qid hash: train 40% / validation 10% / test 50% of {split}.",
   ]
   return EvidenceSet("mmqa", EvidencePool(keys, texts, np.asarray(modality, np.int32)),
                      questions, notes)
@@ -299,8 +264,7 @@ def load_evidence_set(data: str, mmqa_dir: str = "../shared/data/mmqa", embedded
   the first per_split questions of each split over their own gold + distractor items
   (`EvidenceSet.subset`), for quick runs."""
   if data == "mmqa":
-    d = pathlib.Path(mmqa_dir)
-    es = mmqa_evidence_set(d / "MMQA_dev.jsonl.gz", d / "MMQA_images.jsonl.gz")
+    es = mmqa_evidence_set(mmqa_dir)
   elif data == "embedded":
     es = embedded_evidence_set(embedded_dir or None)
   else:
