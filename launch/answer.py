@@ -6,8 +6,10 @@
   python -m launch.answer --config=configs/smollm2.py --config.model.dtype=bfloat16
 
 Evidence enters the prompt as text (Flat-RAG). On SceneKB the evidence for a question is the
-scene descriptions of its candidate documents (the gold scene and distractors); answers are
-scored with MMQA's EM/F1.
+subgraph that bounded retrieval (K seeds, 2-hop expansion bounded by d_max and N_max, and the
+configured second round) finds in the question's instance graph (scene triples >= tau_edge plus
+WordNet facts), verbalised in question-score order; answers are scored with MMQA's EM/F1 and the
+subgraph with R@5 of the gold supporting triples.
 """
 
 import json
@@ -19,17 +21,21 @@ from ml_collections import config_flags
 
 from graphloom_jax.data import scenekb
 from graphloom_jax.evaluation import answers as answer_metrics
+from graphloom_jax.evaluation import retrieval_metrics
+from graphloom_jax.graph.instance_graph import build_instance_graph, graph_triples
 from graphloom_jax.models import decoder as decoder_lib
+from graphloom_jax.models import load_embedder
+from graphloom_jax.retrieval import subgraph as sg
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/smollm2.py", "configuration")
 flags.DEFINE_string("question", None, "a question to answer (else SceneKB questions)")
 flags.DEFINE_string("evidence_file", None, "text file (one fact per line) or triples JSONL")
 flags.DEFINE_string("split", "test", "SceneKB split")
 flags.DEFINE_integer("num_questions", 8, "how many SceneKB questions")
+flags.DEFINE_integer("evidence_triples", 15, "retrieved triples shown to the decoder")
 flags.DEFINE_string("output", None, "optional JSONL file for the predictions")
 
-PROMPT = ("Use the evidence to answer the question with a few words.\n\nEvidence:\n{evidence}\n\n"
-          "Question: {question}")
+PROMPT = "Facts:\n{evidence}\n\nQuestion: {question}\nAnswer with one word from the facts."
 
 
 def read_evidence(path: str) -> str:
@@ -39,7 +45,7 @@ def read_evidence(path: str) -> str:
   if path.suffix == ".jsonl":
     from graphloom_jax.graph.triples import read_triples_jsonl
     triples, _ = read_triples_jsonl(path)
-    return "\n".join(f"{t.subject} {t.relation} {t.object}." for t in triples)
+    return "\n".join(f"- {t.subject} {t.relation} {t.object}" for t in triples)
   text = path.read_text().strip()
   if not text:
     raise ValueError(f"--evidence_file {path} is empty")
@@ -60,10 +66,24 @@ def main(argv):
     return
   kb = scenekb.load(f.split)
   questions = kb.questions[: f.num_questions]
-  prompts = []
+  embedder = load_embedder(cfg.embedder.path or None)
+  retrieval_cfg = sg.SubgraphConfig.from_config(cfg.retrieval)
+  writer_decoder = decoder if cfg.retrieval.second_round == "decoder" else None
+  prompts, recalls = [], []
+  start = time.time()
   for q in questions:
-    docs = [kb.texts[d].text for d in q.text_doc_ids if d in kb.texts]
-    prompts.append(PROMPT.format(evidence="\n".join(docs), question=q.question))
+    graph = build_instance_graph(kb.instance_triples(q.extra["instance_id"]),
+                                 tau_edge=cfg.graph.tau_edge)
+    pool = sg.TriplePool(graph_triples(graph), embedder=embedder)
+    sub = sg.BoundedRetriever(pool, embedder, retrieval_cfg, decoder=writer_decoder).retrieve(
+        q.question)
+    edges = sub.edges[: f.evidence_triples]
+    recalls.append(retrieval_metrics.recall_at_k(
+        [t.key() for t in sub.edges], {tuple(g) for g in q.extra["gold_triples"]}, 5))
+    evidence = "\n".join(f"- {t.subject} {t.relation} {t.object}" for t in edges)
+    prompts.append(PROMPT.format(evidence=evidence, question=q.question))
+  print(f"retrieval: {len(questions)} subgraphs in {time.time() - start:.1f}s, "
+        f"R@5 of gold triples {sum(recalls) / len(recalls):.3f}")
   start = time.time()
   predictions = decoder.generate(prompts, cfg.eval.max_new_tokens)
   elapsed = time.time() - start

@@ -303,6 +303,11 @@ class Llama(nnx.Module):
     if block and cache.block_sums is None:
       raise ValueError("sparse block selection needs a cache made with "
                        f"KVCache.init(..., block_size={block})")
+    positional = None
+    if use_sparse:  # the position-only part of I_t, shared by every layer
+      positional = sparse_kv.positional_selection(
+          valid, length + 1, num_sink=sparse.num_sink, num_recent=sparse.num_recent,
+          block_size=block)
 
     def layer(carry, xs):
       x, cache_k, cache_v, sums, counts = carry
@@ -329,7 +334,7 @@ class Llama(nnx.Module):
             q[:, 0], layer_k, valid, length + 1, num_sink=sparse.num_sink,
             num_recent=sparse.num_recent, num_similar=sparse.num_similar, block_size=block,
             block_sums=sums[index] if block else None,
-            block_counts=counts[index] if block else None)
+            block_counts=counts[index] if block else None, positional=positional)
         self_k, self_v = sparse_kv.gather_kv(layer_k, layer_v, idx)
         self_mask = idx_ok[:, :, None, :]  # [B,K,1,I]
       else:
