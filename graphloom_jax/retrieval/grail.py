@@ -148,9 +148,10 @@ def selector_logit(selector, features):
 
 
 def fit_selector(features: np.ndarray, labels: np.ndarray, *, steps: int = 300,
-                 learning_rate: float = 1e-2, l2: float = 1e-3, seed: int = 0) -> dict:
+                 learning_rate: float = 1e-2, l2: float = 1e-3) -> dict:
   """Logistic regression of labels (1 = subtractive wins) on features [N,F]; class-balanced,
-  L2-penalised, full-batch Adam. Returns the selector pytree."""
+  L2-penalised, full-batch Adam from zero weights (deterministic). Returns the selector
+  pytree."""
   features = np.asarray(features, np.float32)
   labels = np.asarray(labels, np.float32)
   if features.ndim != 2 or len(features) != len(labels) or len(labels) == 0:
@@ -176,7 +177,6 @@ def fit_selector(features: np.ndarray, labels: np.ndarray, *, steps: int = 300,
     updates, opt = tx.update(grads, opt, params)
     return optax.apply_updates(params, updates), opt
 
-  del seed  # full-batch and zero-initialised: the fit is deterministic
   for _ in range(steps):
     params, opt = step(params, opt)
   return {"mean": jnp.asarray(mean), "std": jnp.asarray(std), **params}
