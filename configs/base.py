@@ -82,6 +82,10 @@ def get_base_config() -> ml_collections.ConfigDict:
   c.grail = ml_collections.ConfigDict()
   c.grail.tau = 0.1
   c.grail.gate = "scalar"  # or "vector"
+  # GraphLoom's second round with retrieval.second_round = "grail" reads this checkpoint
+  # (written by launch.train_grail to <output_dir>/grail).
+  c.grail.checkpoint = ""
+  c.grail.second_round_method = ""  # "grail", "additive", "hybrid"; "" = hybrid if trained
 
   c.train = ml_collections.ConfigDict()
   c.train.learning_rate = 3e-4

@@ -17,9 +17,6 @@ def get_config():
   g.embedded_dir = ""  # "" = the benchmark shipped in graphloom_jax/data/resources
   g.per_split = 0  # > 0: only the first per_split questions of each split (quick runs)
   g.cache_dir = ""  # embedding cache ("" = <output_dir>/embeddings)
-  # GraphLoom's second round (retrieval.second_round = "grail") reads this checkpoint.
-  g.checkpoint = ""
-  g.second_round_method = ""  # "grail", "additive", "hybrid"; "" = hybrid if trained, else grail
   g.train = ml_collections.ConfigDict(dict(
       align_steps=300,  # phase 1: modality adapters, alignment InfoNCE
       align_learning_rate=1e-3,

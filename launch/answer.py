@@ -25,6 +25,7 @@ from graphloom_jax.evaluation import retrieval_metrics
 from graphloom_jax.graph.instance_graph import build_instance_graph, graph_triples
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.models import load_embedder
+from graphloom_jax.retrieval import factory as retrieval_factory
 from graphloom_jax.retrieval import subgraph as sg
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/smollm2.py", "configuration")
@@ -67,16 +68,14 @@ def main(argv):
   kb = scenekb.load(f.split)
   questions = kb.questions[: f.num_questions]
   embedder = load_embedder(cfg.embedder.path or None)
-  retrieval_cfg = sg.SubgraphConfig.from_config(cfg.retrieval)
-  writer_decoder = decoder if cfg.retrieval.second_round == "decoder" else None
+  writer = retrieval_factory.query_writer(cfg, decoder)
   prompts, recalls = [], []
   start = time.time()
   for q in questions:
     graph = build_instance_graph(kb.instance_triples(q.extra["instance_id"]),
                                  tau_edge=cfg.graph.tau_edge)
     pool = sg.TriplePool(graph_triples(graph), embedder=embedder)
-    sub = sg.BoundedRetriever(pool, embedder, retrieval_cfg, decoder=writer_decoder).retrieve(
-        q.question)
+    sub = retrieval_factory.bounded_retriever(cfg, pool, embedder, writer).retrieve(q.question)
     edges = sub.edges[: f.evidence_triples]
     recalls.append(retrieval_metrics.recall_at_k(
         [t.key() for t in sub.edges], {tuple(g) for g in q.extra["gold_triples"]}, 5))

@@ -21,6 +21,7 @@ from ml_collections import config_flags
 from graphloom_jax.data import scenekb
 from graphloom_jax.evaluation import retrieval_metrics as rm
 from graphloom_jax.graph.instance_graph import build_instance_graph, graph_triples
+from graphloom_jax.retrieval import factory as retrieval_factory
 from graphloom_jax.retrieval import subgraph as sg
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/smollm2.py", "config file")
@@ -39,11 +40,9 @@ def main(argv):
   mode = config.retrieval.second_round
   decoder = None
   if mode == "decoder":
-    from graphloom_jax.models import load_decoder
-    decoder = load_decoder(config.model.weights)
-  if mode not in ("none", "decoder", "template"):
-    raise app.UsageError(f"--config.retrieval.second_round={mode!r}: this launcher runs "
-                         f"'none', 'decoder' or 'template' (GRAIL steering has its own)")
+    from graphloom_jax.models import decoder as decoder_lib
+    decoder = decoder_lib.from_config(config.model)
+  writer = retrieval_factory.query_writer(config, decoder)
   cfg = sg.SubgraphConfig.from_config(config.retrieval)
   data = scenekb.load(_SPLIT.value)
   questions = data.questions[:_LIMIT.value] if _LIMIT.value else data.questions
@@ -63,7 +62,7 @@ def main(argv):
   per_family = collections.defaultdict(list)
   for q in questions:
     pool = pool_for(q.extra["instance_id"])
-    retriever = sg.BoundedRetriever(pool, embedder, cfg, decoder=decoder)
+    retriever = retrieval_factory.bounded_retriever(config, pool, embedder, writer)
     t0 = time.perf_counter()
     sub = retriever.retrieve(q.question)
     latency = time.perf_counter() - t0
