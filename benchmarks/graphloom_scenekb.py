@@ -63,7 +63,8 @@ def text_condition(dec, fmt, prompts, questions, chunk, max_new):
   for s in range(0, len(questions), chunk):
     qs, ps = questions[s:s + chunk], prompts[s:s + chunk]
     opts = [[fmt.answer_ids(o) for o in q.extra["options"]] for q in qs]
-    length = max(len(p) + len(o) for p, os_ in zip(ps, opts) for o in os_)
+    # a few fixed widths, so the forward pass compiles once per width, not once per chunk
+    length = -(-max(len(p) + len(o) for p, os_ in zip(ps, opts) for o in os_) // 64) * 64
     scores = answers.score_options(lambda t, v: dec.logits(t, v), ps, opts, length, fmt.pad)
     correct += int(np.sum(answers.choose(scores) == [q.extra["answer_index"] for q in qs]))
     outs = dec.generate_ids(ps, max_new)
@@ -113,6 +114,7 @@ def main(argv):
     acc, preds = text_condition(dec, fmt, prompts, questions, _CHUNK.value, _MAX_NEW.value)
     results[name] = dict(mc_accuracy=acc, **answers.mean_answer_metrics(preds, gold),
                          seconds=time.time() - start, examples=preds[:5])
+    print(f"{name}: done in {results[name]['seconds']:.0f}s", flush=True)
 
   start = time.time()
   heads = t.heads()
