@@ -217,3 +217,21 @@ def test_retrieve_and_flat_prompt(setup):
   fmt = data.TextFormat(data.ByteTokenizer(512))
   ids = fmt.evidence_prompt_ids("Q?", ["a b c.", "d e f."])
   assert "Evidence:\na b c.\nd e f.\nQuestion: Q?" in fmt.tok.decode(ids)
+
+
+def test_early_stopping_and_best_checkpoint(setup, tmp_path, monkeypatch):
+  cfg, dec, tr, va = setup
+  cfg = cfg.copy_and_resolve_references()
+  cfg.train.eval_every = 2
+  cfg.train.patience = 1
+  # S_val 0.5 then 0.4: the second evaluation does not improve -> stop at step 4 of 6.
+  scores = iter([0.5, 0.4, 0.9])
+  monkeypatch.setattr(trainer.Trainer, "evaluate", lambda self, arrays=None: {
+      "s_ans": 0.0, "s_faith": 0.0, "s_val": next(scores)})
+  t = trainer.Trainer(cfg, dec.model, tr, va, tmp_path, progress=False, log=lambda *_: None)
+  try:
+    t.train()
+    assert t.step == 4 and t.best == 0.5
+    assert t.best_ckpt.latest_step() == 2 and t.latest.latest_step() == 4
+  finally:
+    t.close()
