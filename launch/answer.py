@@ -94,8 +94,8 @@ def main(argv):
                      gold=gold, em=em, f1=f1))
     print(f"[{q.family:9s}] {q.question}\n    -> {pred!r}  (gold {gold}, F1 {f1:.2f})")
   scores = answer_metrics.mean_answer_metrics(predictions, golds)
-  print(f"SceneKB {f.split}: {len(rows)} questions, EM {scores['em']:.3f}, "
-        f"F1 {scores['f1']:.3f}, {elapsed:.1f}s generation")
+  print(f"SceneKB {f.split}: {len(rows)} questions, EM {scores['em']:.1f}%, "
+        f"F1 {scores['f1']:.1f}%, {elapsed:.1f}s generation")
   if f.output:
     with open(f.output, "w") as out:
       for row in rows:
