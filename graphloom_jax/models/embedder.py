@@ -107,7 +107,8 @@ class BertSentenceEmbedder:
         batch_ids = np.zeros((self._bucket(self._batch_buckets, len(rows)), t), np.int32)
         for r, i in enumerate(rows):
           batch_ids[r, :lengths[i]] = ids[i]
-        mask = np.arange(t)[None, :] < np.pad(lengths[rows], (0, len(batch_ids) - len(rows)))[:, None]
+        row_lengths = np.pad(lengths[rows], (0, len(batch_ids) - len(rows)))  # [B], padding 0
+        mask = np.arange(t)[None, :] < row_lengths[:, None]  # [B, T]
         pending.append((rows, self._embed_batch(self._state, batch_ids, mask)))
       for rows, y in pending:
         out[start + rows] = np.asarray(y)[:len(rows)]
