@@ -13,13 +13,13 @@ subgraph with R@5 of the gold supporting triples.
 """
 
 import json
-import pathlib
 import time
 
 from absl import app, flags
 from ml_collections import config_flags
 
 from graphloom_jax.data import scenekb
+from graphloom_jax.data.evidence import read_evidence, verbalize_lines
 from graphloom_jax.evaluation import answers as answer_metrics
 from graphloom_jax.evaluation import retrieval_metrics
 from graphloom_jax.graph.instance_graph import build_instance_graph, graph_triples
@@ -34,23 +34,9 @@ flags.DEFINE_string("evidence_file", None, "text file (one fact per line) or tri
 flags.DEFINE_string("split", "test", "SceneKB split")
 flags.DEFINE_integer("num_questions", 8, "how many SceneKB questions")
 flags.DEFINE_integer("evidence_triples", 15, "retrieved triples shown to the decoder")
-flags.DEFINE_string("output", None, "optional JSONL file for the predictions")
+flags.DEFINE_string("predictions", None, "optional JSONL file for the predictions")
 
 PROMPT = "Facts:\n{evidence}\n\nQuestion: {question}\nAnswer with one word from the facts."
-
-
-def read_evidence(path: str) -> str:
-  path = pathlib.Path(path)
-  if not path.exists():
-    raise FileNotFoundError(f"--evidence_file not found: {path}")
-  if path.suffix == ".jsonl":
-    from graphloom_jax.graph.triples import read_triples_jsonl
-    triples, _ = read_triples_jsonl(path)
-    return "\n".join(f"- {t.subject} {t.relation} {t.object}" for t in triples)
-  text = path.read_text().strip()
-  if not text:
-    raise ValueError(f"--evidence_file {path} is empty")
-  return text
 
 
 def main(argv):
@@ -79,7 +65,7 @@ def main(argv):
     edges = sub.edges[: f.evidence_triples]
     recalls.append(retrieval_metrics.recall_at_k(
         [t.key() for t in sub.edges], {tuple(g) for g in q.extra["gold_triples"]}, 5))
-    evidence = "\n".join(f"- {t.subject} {t.relation} {t.object}" for t in edges)
+    evidence = verbalize_lines(edges)
     prompts.append(PROMPT.format(evidence=evidence, question=q.question))
   print(f"retrieval: {len(questions)} subgraphs in {time.time() - start:.1f}s, "
         f"R@5 of gold triples {sum(recalls) / len(recalls):.3f}")
@@ -96,8 +82,8 @@ def main(argv):
   scores = answer_metrics.mean_answer_metrics(predictions, golds)
   print(f"SceneKB {f.split}: {len(rows)} questions, EM {scores['em']:.1f}%, "
         f"F1 {scores['f1']:.1f}%, {elapsed:.1f}s generation")
-  if f.output:
-    with open(f.output, "w") as out:
+  if f.predictions:
+    with open(f.predictions, "w") as out:
       for row in rows:
         out.write(json.dumps(row) + "\n")
 

@@ -203,12 +203,11 @@ def test_eight_b_config_shapes_without_memory():
   assert 8.0e9 < n < 8.1e9, n
 
 
-def test_convert_launcher_writes_loadable_orbax(torch_model, tmp_path):
-  from launch import convert
+def test_convert_to_orbax_round_trip(torch_model, tmp_path):
   model, folder = torch_model
-  out = convert.convert(str(folder), str(tmp_path / "converted"))
+  out = decoder_lib.convert_to_orbax(str(folder), str(tmp_path / "converted"))
   ids = random_ids(np.random.default_rng(8), 1, 64)
   ref, _ = torch_outputs(model, ids)
   np.testing.assert_allclose(load_decoder(str(out)).logits(ids), ref, atol=1e-4, rtol=0)
   with pytest.raises(FileExistsError, match="not empty"):
-    convert.convert(str(folder), str(out))
+    decoder_lib.convert_to_orbax(str(folder), str(out))

@@ -259,6 +259,21 @@ def load_decoder(path: str | os.PathLike, dtype: str = "float32",
                  max_seq_len=max_seq_len)
 
 
+def convert_to_orbax(source: str | os.PathLike, output: str | os.PathLike) -> pathlib.Path:
+  """Writes any loadable checkpoint ("embedded", safetensors, Flax msgpack, GGUF, orbax) as an
+  orbax checkpoint in our layout, with its tokenizer beside it. Refuses a non-empty output."""
+  path = assets.smollm2_gguf() if str(source) == "embedded" else pathlib.Path(source)
+  out = pathlib.Path(output)
+  if out.exists() and any(out.iterdir()):
+    raise FileExistsError(f"{out} exists and is not empty; choose a new output folder")
+  fmt, config, params = weights.load(path)
+  weights.save_orbax(out, config, params)
+  tokenizer = load_tokenizer(fmt, path, config)
+  if tokenizer is not None:
+    tokenizer.save(out / weights.ORBAX_TOKENIZER)
+  return out
+
+
 def random_decoder(config: llama.LlamaConfig, seed: int = 0, dtype: str = "float32",
                    max_seq_len: int | None = None) -> Decoder:
   """A randomly initialised decoder without a tokenizer (tests, shape checks, benchmarks)."""
