@@ -188,11 +188,13 @@ def test_full_gate_makes_q_gap_orthogonal_to_context():
   mask[0] = True
   h = steering.context_vector(q, ev, mask, 0.3)
   q_gap = steering.subtractive_steer(q, h, jnp.ones((q.shape[0],)))
-  np.testing.assert_allclose(jnp.sum(q_gap * h, -1), 0.0, atol=1e-6)
+  # float32 round-off scales with the vectors' norms: check the cosine, not the raw dot
+  cosine = jnp.sum(q_gap * h, -1) / (jnp.linalg.norm(q_gap, axis=-1) * jnp.linalg.norm(h, axis=-1))
+  np.testing.assert_allclose(cosine, 0.0, atol=1e-5)
   # Hand-computed: q minus its projection onto h.
   hh = np.asarray(h, np.float64)
   proj = (np.sum(q * hh, -1) / np.sum(hh * hh, -1))[:, None] * hh
-  np.testing.assert_allclose(q_gap, q - proj, atol=1e-6)
+  np.testing.assert_allclose(q_gap, q - proj, atol=1e-5)
 
 
 def test_zero_gate_or_empty_evidence_leaves_query_unchanged():
