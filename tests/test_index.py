@@ -87,8 +87,10 @@ def test_scann_recall_against_exact():
       "qd,qkd->qk", queries, vectors[np.maximum(tree_ids, 0)])[found], atol=1e-5)
   # The default at this size is brute force: identical to the oracle.
   bf_ids, bf_s = ScannIndex(vectors).search(queries, 10)
-  np.testing.assert_array_equal(bf_ids, exact_ids, err_msg=f"seed {seed}")
   np.testing.assert_allclose(bf_s, exact_s, atol=1e-5)
+  # neighbours whose scores tie to float32 precision may come in either order
+  np.testing.assert_allclose(np.einsum("qd,qkd->qk", queries, vectors[bf_ids]), exact_s,
+                             atol=1e-5, err_msg=f"seed {seed}")
 
 
 def test_scann_pads_missing_results_with_minus_one():

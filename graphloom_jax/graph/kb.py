@@ -151,11 +151,7 @@ class WordNet:
                 lemma, offsets = _parse_index_line(line, p)
                 index[(p, lemma)] = offsets
             except ValueError as e:
-              msg = f"{path}:{lineno}: {e}"
-              if strict:
-                raise TripleFormatError(msg) from None
-              report.skipped += 1
-              report.errors.append(msg)
+              report.reject(f"{path}:{lineno}: {e}", strict)
             else:
               report.read += 1
     return cls(synsets, index, report)
@@ -274,11 +270,7 @@ def load_conceptnet(path, language: str = "en", normalize: str = "saturate",
             or w < 0:
           raise ValueError(f"column 5 needs a non-negative numeric 'weight', got {w!r}")
       except ValueError as e:
-        msg = f"{path}:{lineno}: {e}"
-        if strict:
-          raise TripleFormatError(msg) from None
-        report.skipped += 1
-        report.errors.append(msg)
+        report.reject(f"{path}:{lineno}: {e}", strict)
         continue
       report.read += 1
       if ls == language and lo == language:

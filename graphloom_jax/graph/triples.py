@@ -146,6 +146,13 @@ class ReadReport:
   skipped: int = 0
   errors: list[str] = dataclasses.field(default_factory=list)
 
+  def reject(self, message: str, strict: bool):
+    """A bad record: raises `TripleFormatError(message)` when strict, else counts it."""
+    if strict:
+      raise TripleFormatError(message) from None
+    self.skipped += 1
+    self.errors.append(message)
+
 
 def _open_text(path: pathlib.Path, mode: str):
   if path.suffix == ".gz":
@@ -182,11 +189,7 @@ def read_triples_jsonl(path, strict: bool = True) -> tuple[list[Triple], ReadRep
     try:
       triples.append(triple_from_json(record))
     except TripleFormatError as e:
-      msg = f"{path}:{lineno}: {e}"
-      if strict:
-        raise TripleFormatError(msg) from None
-      report.skipped += 1
-      report.errors.append(msg)
+      report.reject(f"{path}:{lineno}: {e}", strict)
     else:
       report.read += 1
   return triples, report
@@ -211,11 +214,7 @@ def read_triples_json(path, strict: bool = True) -> tuple[list[Triple], ReadRepo
     try:
       triples.append(triple_from_json(record))
     except TripleFormatError as e:
-      msg = f"{path}: triples[{i}]: {e}"
-      if strict:
-        raise TripleFormatError(msg) from None
-      report.skipped += 1
-      report.errors.append(msg)
+      report.reject(f"{path}: triples[{i}]: {e}", strict)
     else:
       report.read += 1
   return triples, report
