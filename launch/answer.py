@@ -39,6 +39,21 @@ flags.DEFINE_string("predictions", None, "optional JSONL file for the prediction
 PROMPT = "Facts:\n{evidence}\n\nQuestion: {question}\nAnswer with one word from the facts."
 
 
+def multiple_choice_accuracy(decoder, prompts, questions) -> float:
+  """Share of questions whose gold option has the highest mean token log-likelihood (option
+  tokens plus the end-of-turn token) after the chat-formatted prompt."""
+  tok = decoder.tokenizer
+  prompt_ids = [tok.chat_ids(p) for p in prompts]
+  options = [[tok.encode(o) + [tok.eos_ids[0]] for o in q.extra["options"]] for q in questions]
+  longest = max(len(p) + max(len(o) for o in opts) for p, opts in zip(prompt_ids, options))
+  length = -(-longest // 64) * 64
+  scores = answer_metrics.score_options(
+      lambda ids, valid: decoder.logits(ids, valid), prompt_ids, options, length, tok.pad_id)
+  chosen = answer_metrics.choose(scores)
+  return float(sum(int(c) == q.extra["answer_index"] for c, q in zip(chosen, questions)) /
+               len(questions))
+
+
 def main(argv):
   del argv
   f, cfg = flags.FLAGS, _CONFIG.value
@@ -72,6 +87,7 @@ def main(argv):
   start = time.time()
   predictions = decoder.generate(prompts, cfg.eval.max_new_tokens)
   elapsed = time.time() - start
+  accuracy = multiple_choice_accuracy(decoder, prompts, questions)
   golds = [[a.answer for a in q.answers] for q in questions]
   rows = []
   for q, pred, gold in zip(questions, predictions, golds):
@@ -81,7 +97,8 @@ def main(argv):
     print(f"[{q.family:9s}] {q.question}\n    -> {pred!r}  (gold {gold}, F1 {f1:.2f})")
   scores = answer_metrics.mean_answer_metrics(predictions, golds)
   print(f"SceneKB {f.split}: {len(rows)} questions, EM {scores['em']:.1f}%, "
-        f"F1 {scores['f1']:.1f}%, {elapsed:.1f}s generation")
+        f"F1 {scores['f1']:.1f}%, {elapsed:.1f}s generation; multiple choice (4 options, "
+        f"length-normalised log-likelihood) accuracy {100 * accuracy:.1f}%")
   if f.predictions:
     with open(f.predictions, "w") as out:
       for row in rows:
