@@ -237,12 +237,6 @@ class Llama(nnx.Module):
   def layer_params(self) -> dict[str, jax.Array]:
     return {name: getattr(self, name).value for name in LAYER_PARAMS}
 
-  def output_matrix(self) -> jax.Array:
-    """[D, V] output projection (the transposed embedding when tied)."""
-    if self.config.tie_word_embeddings:
-      return self.embed.value.T
-    return self.lm_head.value
-
   def first_memory_layer(self, first_layer: int) -> int:
     n = self.config.num_layers
     first = n // 2 if first_layer < 0 else first_layer
@@ -388,8 +382,11 @@ class Llama(nnx.Module):
     if return_hidden:
       aux["hidden"] = jnp.concatenate([self.embed.value[tokens][None]] + hidden, axis=0)
     x = norms.rms_norm(x, self.final_norm.value, cfg.rms_norm_eps)
-    logits = jnp.einsum("BTD,DV->BTV", x, self.output_matrix(),
-                        preferred_element_type=jnp.float32)
+    if cfg.tie_word_embeddings:  # contract with the [V, D] table directly: no transposed copy
+      logits = jnp.einsum("BTD,VD->BTV", x, self.embed.value, preferred_element_type=jnp.float32)
+    else:
+      logits = jnp.einsum("BTD,DV->BTV", x, self.lm_head.value,
+                          preferred_element_type=jnp.float32)
     new_cache = KVCache(k=cache_k, v=cache_v, valid=valid,
                         next_pos=cache.next_pos + jnp.sum(token_valid, axis=1, dtype=jnp.int32),
                         length=length + t, block_sums=sums, block_counts=counts)
