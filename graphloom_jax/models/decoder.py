@@ -215,10 +215,10 @@ class Decoder:
                     router_def, router_state, max_new=max_new, sample=temperature > 0,
                     first_layer=first_layer, sparse=sparse)
     out = np.asarray(out)[:, :max_new_tokens]
+    stop = set(eos_ids)
     results = []
-    for row in out:
-      row = row.tolist()
-      cut = next((j for j, t in enumerate(row) if t in set(eos_ids)), len(row))
+    for row in out.tolist():
+      cut = next((j for j, t in enumerate(row) if t in stop), len(row))
       results.append(row[:cut])
     return results
 

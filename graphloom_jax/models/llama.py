@@ -349,7 +349,8 @@ class Llama(nnx.Module):
       return (x, cache_k, cache_v, sums, counts), (x if return_hidden else None, slot_probs)
 
     params = self.layer_params()
-    carry = (self.embed.value[tokens], cache.k, cache.v, cache.block_sums, cache.block_counts)
+    x0 = self.embed.value[tokens]  # [B,T,D]
+    carry = (x0, cache.k, cache.v, cache.block_sums, cache.block_counts)
     first = self.first_memory_layer(first_layer) if memory is not None else cfg.num_layers
     aux = {}
     hidden = []
@@ -380,7 +381,7 @@ class Llama(nnx.Module):
         aux["slot_attention"] = slot_probs
     x, cache_k, cache_v, sums, counts = carry
     if return_hidden:
-      aux["hidden"] = jnp.concatenate([self.embed.value[tokens][None]] + hidden, axis=0)
+      aux["hidden"] = jnp.concatenate([x0[None]] + hidden, axis=0)
     x = norms.rms_norm(x, self.final_norm.value, cfg.rms_norm_eps)
     if cfg.tie_word_embeddings:  # contract with the [V, D] table directly: no transposed copy
       logits = jnp.einsum("BTD,VD->BTV", x, self.embed.value, preferred_element_type=jnp.float32)
@@ -419,21 +420,28 @@ def abstract_model(config: LlamaConfig, dtype=jnp.float32) -> Llama:
   return nnx.eval_shape(lambda: Llama(config, dtype=dtype, rngs=nnx.Rngs(0)))
 
 
+def shape_problems(expected: Mapping[str, tuple[int, ...]], arrays: Mapping[str, Any],
+                   kind: str, tolerated=lambda name: False) -> list[str]:
+  """Every missing, mis-shaped and unexpected entry of `arrays` against `expected` shapes
+  (`tolerated(name)` exempts extra entries a checkpoint may carry)."""
+  problems = []
+  for name, shape in expected.items():
+    if name not in arrays:
+      problems.append(f"missing {kind} {name!r} (expected shape {shape})")
+    elif tuple(arrays[name].shape) != tuple(shape):
+      problems.append(f"{kind} {name!r} has shape {tuple(arrays[name].shape)}, "
+                      f"config expects {tuple(shape)}")
+  problems += [f"unexpected {kind} {name!r}" for name in arrays
+               if name not in expected and not tolerated(name)]
+  return problems
+
+
 def from_params(config: LlamaConfig, params: Mapping[str, np.ndarray], dtype=jnp.float32,
                 source: str = "weights") -> Llama:
   """Builds a model from a flat {name: array} dict in our layout; checks names and shapes and
   reports every problem at once."""
   expected = config.param_shapes()
-  problems = []
-  for name, shape in expected.items():
-    if name not in params:
-      problems.append(f"missing parameter {name!r} (expected shape {shape})")
-    elif tuple(params[name].shape) != shape:
-      problems.append(f"parameter {name!r} has shape {tuple(params[name].shape)}, "
-                      f"config expects {shape}")
-  for name in params:
-    if name not in expected:
-      problems.append(f"unexpected parameter {name!r}")
+  problems = shape_problems(expected, params, "parameter")
   if problems:
     raise ValueError(f"{source}: {len(problems)} problem(s) loading weights:\n  " +
                      "\n  ".join(problems))
@@ -451,8 +459,3 @@ def from_params(config: LlamaConfig, params: Mapping[str, np.ndarray], dtype=jnp
 def config_from_arch(arch: Mapping[str, Any]) -> LlamaConfig:
   """LlamaConfig from an ml_collections `model.arch` section (HF field names)."""
   return LlamaConfig.from_hf(dict(arch), source="config.model.arch")
-
-
-def count_params(model: Llama) -> int:
-  return sum(int(np.prod(getattr(model, n).value.shape))
-             for n in model.config.param_shapes())

@@ -20,7 +20,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from graphloom_jax.models.llama import LAYER_PARAMS, LlamaConfig
+from graphloom_jax.models.llama import LlamaConfig, shape_problems
 
 Array = np.ndarray
 
@@ -74,18 +74,10 @@ def from_hf_tensors(config: LlamaConfig, tensors: Mapping[str, Array],
                     source: str) -> dict[str, Array]:
   """HF-named tensors (PyTorch layout) -> our stacked layout, checking everything first."""
   expected = _hf_expected_shapes(config)
-  problems = []
-  for name, shape in expected.items():
-    if name not in tensors:
-      problems.append(f"missing tensor {name!r} (expected shape {shape})")
-    elif tuple(tensors[name].shape) != shape:
-      problems.append(f"tensor {name!r} has shape {tuple(tensors[name].shape)}, "
-                      f"config expects {shape}")
-  for name in tensors:
-    if name not in expected and not _IGNORED.match(name):
-      if name == "lm_head.weight" and config.tie_word_embeddings:
-        continue  # some tied checkpoints still store the (identical) head
-      problems.append(f"unexpected tensor {name!r}")
+  # Buffers without parameters, and the (identical) head some tied checkpoints still store.
+  tolerated = lambda name: bool(_IGNORED.match(name)) or (
+      name == "lm_head.weight" and config.tie_word_embeddings)
+  problems = shape_problems(expected, tensors, "tensor", tolerated)
   if problems:
     raise WeightsError(f"{source}: {len(problems)} problem(s):\n  " + "\n  ".join(problems))
   params = {}
