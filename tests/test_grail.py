@@ -95,8 +95,7 @@ def _np_adapt(params, x, mod):
 # ---------------------------------------------------------------- adapters, steering, search
 
 
-def test_adapters_start_as_identity_and_match_numpy():
-  rng = np.random.default_rng()
+def test_adapters_start_as_identity_and_match_numpy(rng):
   cfg = grail.GrailConfig(dim=16)
   x, mod = _random_pool(rng)
   init = grail.init_params(jax.random.key(0), cfg)
@@ -107,8 +106,7 @@ def test_adapters_start_as_identity_and_match_numpy():
 
 
 @pytest.mark.parametrize("gate", ["scalar", "vector"])
-def test_retriever_methods_and_ranks_match_numpy(gate):
-  rng = np.random.default_rng()
+def test_retriever_methods_and_ranks_match_numpy(gate, rng):
   cfg = grail.GrailConfig(dim=16, tau=0.2, gate=gate)
   x, mod = _random_pool(rng, p=60)
   params = _random_params(rng, cfg, with_selector=True)
@@ -172,8 +170,7 @@ def test_selector_features_hand_computed():
   assert f.shape == (cfg.num_features,)
 
 
-def test_fit_selector_learns_a_separable_rule():
-  rng = np.random.default_rng()
+def test_fit_selector_learns_a_separable_rule(rng):
   x = rng.standard_normal((400, 6)).astype(np.float32) * [1, 5, 1, 1, 0.1, 1]
   y = (x[:, 1] - 2 * x[:, 3] > 0).astype(np.float32)
   sel = grail.fit_selector(x[:300], y[:300], steps=400, learning_rate=0.05)
@@ -183,8 +180,7 @@ def test_fit_selector_learns_a_separable_rule():
     grail.fit_selector(x[:10], y[:5])
 
 
-def test_bad_inputs_name_the_problem():
-  rng = np.random.default_rng()
+def test_bad_inputs_name_the_problem(rng):
   cfg = grail.GrailConfig(dim=16)
   x, mod = _random_pool(rng)
   params = grail.init_params(jax.random.key(0), cfg)
@@ -208,8 +204,7 @@ def test_bad_inputs_name_the_problem():
     grail_tasks.slice_sizes(3, 4)
 
 
-def test_save_load_round_trip(tmp_path):
-  rng = np.random.default_rng()
+def test_save_load_round_trip(tmp_path, rng):
   cfg = grail.GrailConfig(dim=8, tau=0.3, gate="vector")
   params = _random_params(rng, cfg, with_selector=True)
   grail.save(tmp_path / "ck", params, cfg)
@@ -228,8 +223,7 @@ def test_save_load_round_trip(tmp_path):
 # ---------------------------------------------------------------- GraphLoom second round
 
 
-def test_query_writer_plugs_into_bounded_retrieval():
-  rng = np.random.default_rng()
+def test_query_writer_plugs_into_bounded_retrieval(rng):
   d = 16
   cfg = grail.GrailConfig(dim=d, tau=0.2)
   ents = [f"e{i}" for i in range(8)]

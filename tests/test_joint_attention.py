@@ -66,8 +66,7 @@ def _case(rng, b=2, t=3, n=6, kv=2, h=16, p=5, m=4, s=11, slot_rank=3, self_rank
 
 @pytest.mark.parametrize("impl", ["dense", "blockwise"])
 @pytest.mark.parametrize("n,kv,slot_rank,self_rank", [(6, 2, 3, 4), (9, 3, 2, 3), (4, 4, 3, 3)])
-def test_matches_torch_reference(impl, n, kv, slot_rank, self_rank):
-  rng = np.random.default_rng()
+def test_matches_torch_reference(impl, n, kv, slot_rank, self_rank, rng):
   args, kw, ref_sets = _case(rng, n=n, kv=kv, slot_rank=slot_rank, self_rank=self_rank)
   got = np.asarray(joint_attention(*map(jnp.asarray, args), **kw, impl=impl))
   want = torch_joint_attention(args[0], ref_sets)
@@ -75,8 +74,7 @@ def test_matches_torch_reference(impl, n, kv, slot_rank, self_rank):
   np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
 
 
-def test_dense_and_blockwise_agree():
-  rng = np.random.default_rng()
+def test_dense_and_blockwise_agree(rng):
   args, kw, _ = _case(rng, b=3, t=4, n=9, kv=3, h=64, p=32, m=8, s=88)
   args = tuple(map(jnp.asarray, args))
   dense = joint_attention(*args, **kw, impl="dense")
@@ -84,8 +82,7 @@ def test_dense_and_blockwise_agree():
   np.testing.assert_allclose(np.asarray(block), np.asarray(dense), atol=1e-6, rtol=0)
 
 
-def test_gradients_of_both_forms_agree_and_stay_finite():
-  rng = np.random.default_rng()
+def test_gradients_of_both_forms_agree_and_stay_finite(rng):
   args, kw, _ = _case(rng)
   args = tuple(map(jnp.asarray, args))
   # Also a row with nothing valid at all: its gradient must be 0, not NaN.
@@ -110,8 +107,7 @@ def test_gradients_of_both_forms_agree_and_stay_finite():
 
 
 @pytest.mark.parametrize("impl", ["dense", "blockwise"])
-def test_rows_without_any_valid_key_are_zero(impl):
-  rng = np.random.default_rng()
+def test_rows_without_any_valid_key_are_zero(impl, rng):
   args, kw, ref_sets = _case(rng, b=2, t=2)
   args = list(args)
   args[3] = np.zeros_like(args[3])  # no prefix
@@ -123,8 +119,7 @@ def test_rows_without_any_valid_key_are_zero(impl):
   assert np.abs(out[1]).max() > 0
 
 
-def test_zero_gate_bias_equals_masking_the_slot():
-  rng = np.random.default_rng()
+def test_zero_gate_bias_equals_masking_the_slot(rng):
   args, kw, _ = _case(rng)
   args = tuple(map(jnp.asarray, args))
   slot_mask = args[6]
@@ -136,13 +131,12 @@ def test_zero_gate_bias_equals_masking_the_slot():
 
 
 @pytest.mark.parametrize("t,s", [(1, 300), (300, 300)])
-def test_empty_memory_with_full_causal_self_is_causal_attention(t, s):
+def test_empty_memory_with_full_causal_self_is_causal_attention(t, s, rng):
   """P = 0, M = 0 and I_t = all previous tokens: torch's scaled_dot_product_attention.
 
   SDPA runs in float64: its own float32 result is ~9e-7 off the float64 one at 300 keys, so
   two float32 implementations cannot be held to 1e-6 of each other; ours is held to 1e-6 of
   the exact value."""
-  rng = np.random.default_rng()
   b, n, kv, h = 2, 9, 3, 64
   q = rng.normal(size=(b, t, n, h)).astype(np.float32)
   k = rng.normal(size=(b, s, kv, h)).astype(np.float32)
@@ -162,8 +156,7 @@ def test_empty_memory_with_full_causal_self_is_causal_attention(t, s):
   np.testing.assert_allclose(np.asarray(out), want, atol=1e-6, rtol=0)
 
 
-def test_none_key_sets_are_absent():
-  rng = np.random.default_rng()
+def test_none_key_sets_are_absent(rng):
   args, _, ref_sets = _case(rng, m=3)
   args = tuple(map(jnp.asarray, args))
   got = joint_attention(args[0], None, None, None, args[4], args[5], args[6], None, None, None)
@@ -172,8 +165,7 @@ def test_none_key_sets_are_absent():
   np.testing.assert_allclose(np.asarray(got), want, atol=1e-5, rtol=0)
 
 
-def test_partials_merge_to_one_softmax_and_lse_is_logsumexp():
-  rng = np.random.default_rng()
+def test_partials_merge_to_one_softmax_and_lse_is_logsumexp(rng):
   b, t, n, kv, h, s = 2, 3, 6, 3, 8, 40
   q = jnp.asarray(rng.normal(size=(b, t, n, h)).astype(np.float32))
   k = jnp.asarray(rng.normal(size=(b, s, kv, h)).astype(np.float32))

@@ -192,7 +192,7 @@ def test_enrich_two_hops_and_tau():
 
 
 def test_enrich_cap_picks_most_confident_deterministically():
-  rng = random.Random()
+  rng = random.Random(random.getrandbits(64))
   scores = [round(rng.uniform(0.7, 1.0), 2) for _ in range(20)]
   ts = [Triple("hub", "has part", f"p{i:02d}", s, "kb:test") for i, s in enumerate(scores)]
   shuffled = ts[:]

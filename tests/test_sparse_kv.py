@@ -7,6 +7,7 @@ the float64 reference then rank identically, and copied keys give exact ties, wh
 the lower cache index.
 """
 
+import itertools
 import math
 
 import hypothesis
@@ -78,10 +79,32 @@ def ref_select(q, keys, valid, length, ns, nr, nsim, block_size=0):
           members = [x for x in cand if x // block_size == blk]
           score[blk] = cos(qs, keys[bi, members, gi].mean(0))
         nsel = min(-(-s // block_size), -(-nsim // block_size) + 1)
-        best = sorted(blocks, key=lambda blk: (-score[blk], blk))[:nsel]
-        similar = [x for blk in best for x in blocks[blk]][:nsim]
+        ranked = sorted(blocks, key=lambda blk: (-score[blk], blk))
+        similar = [[x for blk in best[:nsel] for x in blocks[blk]][:nsim]
+                   for best in _tie_orders(ranked, score, nsel)]
       out[bi, gi] = (sink, recent, similar)
   return out
+
+
+def _tie_orders(ranked, score, nsel, tol=1e-6):
+  """Every block order that differs from `ranked` only within groups of tied scores.
+
+  A copied block ties exactly in float64, but when the two copies hold different numbers of
+  candidates (a block cut by padding or by the cache length) their float32 sums are 2k and 3k,
+  which differ in the last bit: either order is then a correct answer. Token mode has no such
+  case (its copies are bit-identical), so there the lower-index rule is checked exactly.
+  """
+  groups, i = [], 0
+  while i < len(ranked) and sum(map(len, groups)) < nsel:
+    j = i + 1
+    while j < len(ranked) and abs(score[ranked[j]] - score[ranked[i]]) < tol:
+      j += 1
+    groups.append(ranked[i:j])
+    i = j
+  orders = [[]]
+  for grp in groups:
+    orders = [o + list(p) for o in orders for p in itertools.permutations(grp)]
+  return orders or [[]]
 
 
 def check_selection(q, keys, valid, length, ns, nr, nsim, block_size):
@@ -103,7 +126,11 @@ def check_selection(q, keys, valid, length, ns, nr, nsim, block_size):
     assert set(chosen) <= set(cand)
     assert row[:ns][row_ok[:ns]].tolist() == sink
     assert row[ns:ns + nr][row_ok[ns:ns + nr]].tolist() == recent
-    assert row[ns + nr:][row_ok[ns + nr:]].tolist() == similar
+    got = row[ns + nr:][row_ok[ns + nr:]].tolist()
+    if block_size:
+      assert got in similar, f"{got} not among {similar}"
+    else:
+      assert got == similar
     assert set(cand[:ns]) | set(cand[max(len(cand) - nr, 0):] if nr else []) <= set(chosen)
     rest = [x for x in cand if x not in sink and x not in recent]
     spanned = len({x // block_size for x in rest}) if block_size else 0
@@ -111,7 +138,7 @@ def check_selection(q, keys, valid, length, ns, nr, nsim, block_size):
       assert sorted(chosen) == cand
 
 
-@hypothesis.settings(max_examples=30, deadline=None, derandomize=False)
+@hypothesis.settings(max_examples=30)
 @hypothesis.given(
     b=st.integers(1, 3), s=st.integers(1, 96), kv=st.integers(1, 3), g=st.integers(1, 3),
     h=st.integers(2, 16), ns=st.integers(0, 6), nr=st.integers(0, 24), nsim=st.integers(0, 12),
@@ -123,15 +150,13 @@ def test_selection_properties(b, s, kv, g, h, ns, nr, nsim, block_size, ties, ho
   check_selection(*case, ns, nr, nsim, block_size)
 
 
-def test_default_budget_on_a_long_padded_cache():
-  rng = np.random.default_rng()
+def test_default_budget_on_a_long_padded_cache(rng):
   for block_size in (0, 16):
     check_selection(*make_case(rng, 2, 700, 3, 3, 64, block_size, ties=True), 4, 64, 20,
                     block_size)
 
 
-def test_short_cache_selects_every_candidate():
-  rng = np.random.default_rng()
+def test_short_cache_selects_every_candidate(rng):
   q, keys, valid, _ = make_case(rng, 2, 120, 3, 3, 16)
   length = np.array([50, 120], np.int32)
   valid[1, :40] = False  # 80 candidates: fewer than the 88 budget
@@ -156,8 +181,7 @@ def test_equal_similarity_goes_to_the_lower_index():
   assert np.asarray(idx)[0, 0].tolist() == [0, 11, 3, 6]
 
 
-def test_gather_kv_takes_each_groups_own_tokens():
-  rng = np.random.default_rng()
+def test_gather_kv_takes_each_groups_own_tokens(rng):
   b, s, kv, h, i = 2, 30, 3, 8, 7
   ck = rng.normal(size=(b, s, kv, h)).astype(np.float32)
   cv = rng.normal(size=(b, s, kv, h)).astype(np.float32)
@@ -179,8 +203,7 @@ def test_gather_kv_takes_each_groups_own_tokens():
   np.testing.assert_array_equal(np.asarray(v_l), want_v)
 
 
-def test_incremental_block_summaries_equal_recomputed_ones():
-  rng = np.random.default_rng()
+def test_incremental_block_summaries_equal_recomputed_ones(rng):
   b, s, kv, h, bs = 3, 45, 2, 8, 8
   keys = rng.normal(size=(b, s, kv, h)).astype(np.float32)
   valid = np.arange(s)[None] >= np.array([[0], [5], [17]])
@@ -229,10 +252,9 @@ def torch_attention(q, sets):
 
 
 @pytest.mark.parametrize("block_size", [0, 16])
-def test_sparse_decode_step_matches_torch(block_size):
+def test_sparse_decode_step_matches_torch(block_size, rng):
   """Selection + gather + joint attention over [prefix; slots; I_t] vs torch: the reference
   selects by explicit sorting and attends by the formula."""
-  rng = np.random.default_rng()
   b, s, kv, g, h, p, m = 3, 300, 3, 3, 64, 32, 4
   q, keys, valid, length = make_case(rng, b, s, kv, g, h, block_size)
   length = np.array([300, 260, 95], np.int32)
@@ -253,8 +275,12 @@ def test_sparse_decode_step_matches_torch(block_size):
 
   ref = ref_select(q, keys, valid, length, 4, 64, 20, block_size)
   self_mask = np.zeros((b, kv, s), bool)
-  for (bi, gi), parts in ref.items():
-    self_mask[bi, gi, sum(parts, [])] = True
+  idx_np, ok_np = np.asarray(idx), np.asarray(ok)
+  for (bi, gi), (sink, recent, similar) in ref.items():
+    if block_size:  # the reference order among tied blocks that the selection agrees with
+      got = idx_np[bi, gi, 68:][ok_np[bi, gi, 68:]].tolist()
+      similar = got if got in similar else similar[0]
+    self_mask[bi, gi, sink + recent + similar] = True
   want = torch_attention(q, [
       (pk, pv, np.broadcast_to(prefix_mask[:, None], (b, kv, p))),
       (mk, mv, np.broadcast_to(slot_mask, (b, kv, m))),

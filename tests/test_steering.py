@@ -73,8 +73,7 @@ def _inputs(rng, b=5, e=4, d=16):
 
 
 @pytest.mark.parametrize("tau", [0.1, 1.0])
-def test_context_vector_matches_torch_with_grads(tau):
-  rng = np.random.default_rng()
+def test_context_vector_matches_torch_with_grads(tau, rng):
   q, ev, mask = _inputs(rng)
   r = rng.standard_normal(q.shape).astype(np.float32)
 
@@ -94,8 +93,7 @@ def test_context_vector_matches_torch_with_grads(tau):
 
 
 @pytest.mark.parametrize("kind", ["scalar", "vector"])
-def test_gate_and_subtraction_match_torch_with_grads(kind):
-  rng = np.random.default_rng()
+def test_gate_and_subtraction_match_torch_with_grads(kind, rng):
   q, ev, mask = _inputs(rng, d=12)
   d = q.shape[-1]
   params = steering.init_gate(jax.random.key(int(rng.integers(1 << 30))), d, kind, scale=0.5)
@@ -125,8 +123,7 @@ def test_gate_and_subtraction_match_torch_with_grads(kind):
   assert g.shape == ((q.shape[0],) if kind == "scalar" else q.shape)
 
 
-def test_info_nce_matches_torch_with_grads():
-  rng = np.random.default_rng()
+def test_info_nce_matches_torch_with_grads(rng):
   b, n, d = 6, 3, 10
   qs = rng.standard_normal((b, d)).astype(np.float32)
   ps = rng.standard_normal((b, d)).astype(np.float32)
@@ -153,8 +150,7 @@ def test_info_nce_matches_torch_with_grads():
   np.testing.assert_array_equal(grads[1][-1], 0.0)
 
 
-def test_info_nce_end_to_end_gradient_through_steering_matches_torch():
-  rng = np.random.default_rng()
+def test_info_nce_end_to_end_gradient_through_steering_matches_torch(rng):
   q, ev, mask = _inputs(rng, b=6, e=3, d=8)
   pos = rng.standard_normal(q.shape).astype(np.float32)
   hn = ev  # already-covered evidence as the hard negatives
@@ -182,8 +178,7 @@ def test_info_nce_end_to_end_gradient_through_steering_matches_torch():
 # ---------------------------------------------------------------- closed forms
 
 
-def test_full_gate_makes_q_gap_orthogonal_to_context():
-  rng = np.random.default_rng()
+def test_full_gate_makes_q_gap_orthogonal_to_context(rng):
   q, ev, mask = _inputs(rng, b=8, e=5, d=32)
   mask[0] = True
   h = steering.context_vector(q, ev, mask, 0.3)
@@ -197,8 +192,7 @@ def test_full_gate_makes_q_gap_orthogonal_to_context():
   np.testing.assert_allclose(q_gap, q - proj, atol=1e-5)
 
 
-def test_zero_gate_or_empty_evidence_leaves_query_unchanged():
-  rng = np.random.default_rng()
+def test_zero_gate_or_empty_evidence_leaves_query_unchanged(rng):
   q, ev, mask = _inputs(rng)
   h = steering.context_vector(q, ev, mask, 0.1)
   np.testing.assert_array_equal(steering.subtractive_steer(q, h, jnp.zeros((q.shape[0],))), q)
@@ -209,8 +203,7 @@ def test_zero_gate_or_empty_evidence_leaves_query_unchanged():
   np.testing.assert_array_equal(steering.additive_steer(q, h0), q)
 
 
-def test_empty_evidence_and_zero_context_have_finite_gradients():
-  rng = np.random.default_rng()
+def test_empty_evidence_and_zero_context_have_finite_gradients(rng):
   q, ev, _ = _inputs(rng)
   empty = np.zeros(ev.shape[:2], bool)
   params = steering.init_gate(jax.random.key(0), q.shape[-1])

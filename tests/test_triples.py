@@ -28,7 +28,7 @@ def random_triples(rng, n):
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".json"])
 def test_roundtrip(tmp_path, suffix):
-  ts = random_triples(random.Random(), 40)
+  ts = random_triples(random.Random(random.getrandbits(64)), 40)
   path = tmp_path / f"t{suffix}"
   assert tr.write_triples(path, ts) == 40
   back, report = tr.read_triples(path)
@@ -37,7 +37,7 @@ def test_roundtrip(tmp_path, suffix):
 
 def test_jsonl_gz(tmp_path):
   import gzip
-  ts = random_triples(random.Random(), 5)
+  ts = random_triples(random.Random(random.getrandbits(64)), 5)
   path = tmp_path / "t.jsonl.gz"
   with gzip.open(path, "wt") as f:
     for t in ts:
@@ -62,7 +62,7 @@ BAD_LINES = [
 
 @pytest.mark.parametrize("bad,expected", BAD_LINES)
 def test_strict_names_file_and_line(tmp_path, bad, expected):
-  good = [t.to_json() for t in random_triples(random.Random(), 3)]
+  good = [t.to_json() for t in random_triples(random.Random(random.getrandbits(64)), 3)]
   lines = [json.dumps(good[0]), json.dumps(good[1]), bad, json.dumps(good[2])]
   path = tmp_path / "bad.jsonl"
   path.write_text("\n".join(lines) + "\n")
@@ -137,7 +137,7 @@ def test_aliases(tmp_path):
 
 
 def test_merge_keeps_highest_confidence():
-  rng = random.Random()
+  rng = random.Random(random.getrandbits(64))
   confs = [rng.random() for _ in range(6)]
   ts = [Triple("Dogs", "on", "the bed", c, "rebel", Provenance("i1")) for c in confs]
   ts.append(Triple("dog", "on", "bed", 0.2, "scene", Provenance("i2")))
@@ -283,7 +283,7 @@ def test_scene_graph_bad_relationship(tmp_path):
 
 
 def test_instance_graph_filters_and_merges():
-  rng = random.Random()
+  rng = random.Random(random.getrandbits(64))
   ts = [Triple("Men", "riding", "horses", 0.8, "rebel", Provenance("i")),
         Triple("man", "riding", "horse", 0.95, "scene", Provenance("i")),
         Triple("man", "wearing", "hat", 0.49, "scene", Provenance("i")),  # below tau_edge
