@@ -53,7 +53,13 @@ def main(argv):
   jax_s = statistics.median(_timed(run) for _ in range(f.repeats))
   jax_tps = f.new_tokens / jax_s
   print(f"prompt {len(ids)} tokens, {f.new_tokens} new tokens, {threads} threads")
-  print(f"JAX ({f.dtype}):        {jax_tps:7.1f} tokens/s  ({jax_s:.2f} s)")
+  print(f"JAX ({f.dtype}):        {jax_tps:7.1f} tokens/s  ({jax_s:.2f} s)  "
+        f"[unstack_layers={dec.unstack_layers}]")
+  dec.unstack_layers = not dec.unstack_layers  # the other weight form, for reference
+  run()
+  other_s = statistics.median(_timed(run) for _ in range(f.repeats))
+  print(f"  with unstack_layers={dec.unstack_layers}: {f.new_tokens / other_s:7.1f} tokens/s")
+  dec.unstack_layers = not dec.unstack_layers
 
   if f.torch:
     import torch

@@ -244,3 +244,57 @@ def test_generate_with_memory_and_router_runs_per_step(models):
   single = jax.tree.map(lambda x: x[:1], mem)
   logits = dec.logits(ids, memory=single, router=Router(), first_layer=2)
   assert out[0] == logits[0, len(prompts[0]) - 1:-1].argmax(-1).tolist()
+
+  # The decode loop's two weight forms (fused per-layer buffers / the scanned stack) give the
+  # same logits, teacher-forced through a prefill and sparse single-token steps with memory.
+  spec = llama.SparseSpec(num_sink=2, num_recent=4, num_similar=4, block_size=4)
+  router = Router()
+
+  @nnx.jit(static_argnames="unstacked")
+  def run(model, router, ids, unstacked):
+    weights = model.unstacked_layer_params() if unstacked else None
+    kw = dict(memory=mem, route=router, first_layer=2, sparse=spec, layer_weights=weights)
+    cache = llama.KVCache.init(model.config, 2, 32, block_size=4)
+    logits, cache, _ = model(ids[:, :12], cache, **kw)
+    pieces = [logits]
+    for i in range(12, 20):
+      logits, cache, _ = model(ids[:, i:i + 1], cache, **kw)
+      pieces.append(logits)
+    return jnp.concatenate(pieces, axis=1)
+
+  ids = jnp.asarray(rng.integers(0, 200, size=(2, 20)), jnp.int32)
+  np.testing.assert_allclose(np.asarray(run(dec.model, router, ids, True)),
+                             np.asarray(run(dec.model, router, ids, False)), atol=1e-5, rtol=0)
+
+
+def test_generation_tracks_slot_mentions_like_teacher_forcing(models):
+  """The decode loop updates the output-mention flags at every step exactly as
+  `with_output_mentions` computes them for the finished sequence."""
+  _, dec = models
+  rng = np.random.default_rng(7)
+  m = 6
+
+  class MentionRouter(nnx.Module):  # slots switch off once their name has been generated
+    def __call__(self, h, memory):
+      b, t = h.shape[:2]
+      seen = (memory.slot_mentioned if memory.slot_mentioned is not None
+              else jnp.zeros((b, t, m), bool))
+      return memory.slot_valid[:, None, :] & ~seen, jnp.zeros((b, t, m), h.dtype)
+
+  mem = to_memory(random_memory(rng, 1, 1, m=m)).replace(slot_active=None, slot_bias=None)
+  prompt = list(rng.integers(0, 200, size=11))
+  free = dec.generate_ids([prompt], 10, eos_ids=[-1], memory=mem, router=MentionRouter(),
+                          first_layer=2)[0]
+  key_tokens = np.full((1, m, 4), -1, np.int32)
+  key_tokens[0, 0, -2:] = free[2:4]  # a name the unconstrained run generates
+  key_tokens[0, 1, -1:] = free[0]
+  key_tokens[0, 2, -3:] = [199, 198, 197]
+  mem = mem.replace(slot_key_tokens=jnp.asarray(key_tokens))
+  out = dec.generate_ids([prompt], 10, eos_ids=[-1], memory=mem, router=MentionRouter(),
+                         first_layer=2)[0]
+  ids = np.asarray([prompt + out], np.int32)
+  output_mask = np.arange(ids.shape[1])[None] >= len(prompt)
+  forced = memory_lib.with_output_mentions(mem, jnp.asarray(ids), jnp.asarray(output_mask))
+  assert np.asarray(forced.slot_mentioned)[0, -1, 1]  # slot 1's name (the first token) was seen
+  logits = dec.logits(ids, memory=forced, router=MentionRouter(), first_layer=2)
+  assert out == logits[0, len(prompt) - 1:-1].argmax(-1).tolist()

@@ -93,18 +93,20 @@ def test_cached_decoding_equals_full_forward(torch_model):
   full = dec.logits(ids)
   model = dec.model
 
-  @nnx.jit
-  def step(model, tokens, cache):
-    logits, cache, _ = model(tokens, cache)
+  @nnx.jit(static_argnames="unstacked")
+  def step(model, tokens, cache, unstacked):
+    weights = model.unstacked_layer_params() if unstacked else None
+    logits, cache, _ = model(tokens, cache, layer_weights=weights)
     return logits, cache
 
-  cache = llama.KVCache.init(dec.config, 2, 320)
-  prefix_logits, cache = step(model, jnp.asarray(ids[:, :280]), cache)
-  pieces = [np.asarray(prefix_logits)]
-  for i in range(280, 300):
-    logits, cache = step(model, jnp.asarray(ids[:, i:i + 1]), cache)
-    pieces.append(np.asarray(logits))
-  np.testing.assert_allclose(np.concatenate(pieces, axis=1), full, atol=1e-4, rtol=0)
+  for unstacked in (False, True):  # scan over stacked weights; loop over fused per-layer ones
+    cache = llama.KVCache.init(dec.config, 2, 320)
+    prefix_logits, cache = step(model, jnp.asarray(ids[:, :280]), cache, unstacked)
+    pieces = [np.asarray(prefix_logits)]
+    for i in range(280, 300):
+      logits, cache = step(model, jnp.asarray(ids[:, i:i + 1]), cache, unstacked)
+      pieces.append(np.asarray(logits))
+    np.testing.assert_allclose(np.concatenate(pieces, axis=1), full, atol=1e-4, rtol=0)
 
 
 def test_sharded_safetensors(tmp_path):
@@ -198,7 +200,7 @@ def test_eight_b_config_shapes_without_memory():
   from configs import llama3_8b
   cfg = llama.config_from_arch(llama3_8b.get_config().model.arch)
   abstract = llama.abstract_model(cfg, jnp.bfloat16)
-  assert abstract.wq.value.shape == (32, 4096, 32, 128)
+  assert abstract.wq.value.shape == (32, 32, 128, 4096)
   n = sum(int(np.prod(s)) for s in cfg.param_shapes().values())
   assert 8.0e9 < n < 8.1e9, n
 

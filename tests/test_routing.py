@@ -117,9 +117,16 @@ def test_router_module_matches_torch():
       visual=jnp.asarray(rng.standard_normal((b, v)).astype(np.float32)),
       is_entity=jnp.asarray(np.broadcast_to(np.arange(m) < m // 2, (b, m))))
   router.temperature[...] = jnp.asarray(1.7)
+  mentioned = rng.uniform(size=(b, t, m)) < 0.3
   mem = memory_lib.empty(b, d, num_slots=m).replace(slot_keys=jnp.asarray(keys),
-                                                    slot_valid=jnp.asarray(valid))
+                                                    slot_valid=jnp.asarray(valid),
+                                                    slot_mentioned=jnp.asarray(mentioned))
   active, bias = jax.jit(lambda h: router.route_fn(inputs)(h, mem))(jnp.asarray(h))
+  # BoundRouter (the decode loop's form) routes identically
+  bound = router_lib.BoundRouter(router, inputs)
+  b_active, b_bias = jax.jit(lambda h: bound(h, mem))(jnp.asarray(h))
+  np.testing.assert_array_equal(np.asarray(b_active), np.asarray(active))
+  np.testing.assert_allclose(np.asarray(b_bias), np.asarray(bias), atol=1e-6)
 
   T = lambda x: torch.tensor(np.asarray(x))
   wq, wk, wv = T(router.q_proj.kernel[...]), T(router.k_proj.kernel[...]), T(router.w_v.kernel[...])
@@ -128,13 +135,71 @@ def test_router_module_matches_torch():
   q = T(h) @ wq / math.sqrt(8)
   k = T(keys) @ wk
   vis = (T(inputs.visual) @ wv)[:, 0][:, None].expand(b, t)
-  feat = (torch.tanh(T(inputs.features) @ w1 + b1) @ w2 + b2)[..., 0]
+  # phi on [static features ; mentioned-in-output flag] per position
+  f_t = torch.cat([T(inputs.features)[:, None].expand(b, t, m, f),
+                   T(mentioned.astype(np.float32))[..., None]], dim=-1)
+  feat = (torch.tanh(f_t @ w1 + b1) @ w2 + b2)[..., 0]
   rel = T(inputs.reliability).clamp(0.01, 0.99)
   c = torch.sigmoid((torch.log(rel) - torch.log1p(-rel)) / 1.7)
   s = torch_scores(q, k, vis, feat, c, 2.0, -1.0)
   want_active, want_bias, _ = torch_select(s, valid, np.asarray(inputs.is_entity), 2, 2, 0.3)
   np.testing.assert_allclose(np.asarray(bias), want_bias.numpy(), atol=1e-5)
   np.testing.assert_array_equal(np.asarray(active), want_active.numpy())
+
+
+def test_router_rejects_mismatched_mentions():
+  router = router_lib.Router(8, 4, 5, rngs=nnx.Rngs(0))
+  inputs = router_lib.RouterInputs(jnp.zeros((1, 6, 5)), jnp.full((1, 6), 0.5), jnp.zeros((1, 4)),
+                                   jnp.ones((1, 6), bool))
+  with pytest.raises(ValueError, match="slot_mentioned has shape"):
+    router(jnp.zeros((1, 3, 8)), jnp.zeros((1, 6, 8)), jnp.ones((1, 6), bool), inputs,
+           jnp.zeros((1, 2, 6), bool))
+
+
+def _py_mentions(tokens, output_mask, key_tokens):
+  """Plain-Python reference: slot p is mentioned at t when its name's token list occurs
+  contiguously in the output tokens at positions <= t."""
+  b, t = tokens.shape
+  out = np.zeros((b, t, key_tokens.shape[1]), bool)
+  for bi in range(b):
+    for p, row in enumerate(key_tokens[bi]):
+      name = [x for x in row.tolist() if x >= 0]
+      for ti in range(t):
+        gen = [int(x) for x, ok in zip(tokens[bi, :ti + 1], output_mask[bi, :ti + 1]) if ok]
+        out[bi, ti, p] = bool(name) and any(gen[j:j + len(name)] == name
+                                            for j in range(len(gen) - len(name) + 1))
+  return out
+
+
+def test_output_mentions_match_a_python_search(rng):
+  b, t, m, w, vocab = 3, 24, 7, 4, 6  # a small vocabulary: many partial and repeated matches
+  tokens = rng.integers(0, vocab, size=(b, t)).astype(np.int32)
+  start = rng.integers(0, t, size=(b, 1))
+  output_mask = np.arange(t)[None] >= start
+  output_mask[0, -3:] = False  # right padding
+  key_tokens = np.full((b, m, w), -1, np.int32)
+  for bi in range(b):
+    for p in range(m - 1):  # the last slot has no name
+      n = int(rng.integers(1, w + 1))
+      if p < 3:  # names copied from the output, so some really occur
+        j = int(rng.integers(0, t - n + 1))
+        key_tokens[bi, p, w - n:] = tokens[bi, j:j + n]
+      else:
+        key_tokens[bi, p, w - n:] = rng.integers(0, vocab, size=n)
+  want = _py_mentions(tokens, output_mask, key_tokens)
+  got = np.asarray(routing.output_mentions(jnp.asarray(tokens), jnp.asarray(output_mask),
+                                           jnp.asarray(key_tokens)))
+  np.testing.assert_array_equal(got, want)
+  assert want.any() and not want.all()
+  # the decode loop's incremental form gives the same flags, one generated token at a time
+  for bi in range(b):
+    gen = [i for i in range(t) if output_mask[bi, i]]
+    window = jnp.full((1, w), -1, jnp.int32)
+    flags = jnp.zeros((1, m), bool)
+    for i in gen:
+      window, flags = routing.mention_step(window, flags, jnp.asarray(tokens[bi, i:i + 1]),
+                                           jnp.asarray(key_tokens[bi:bi + 1]))
+      np.testing.assert_array_equal(np.asarray(flags)[0], want[bi, i])
 
 
 def test_router_rejects_bad_config():

@@ -83,6 +83,22 @@ def test_bank_matches_reference(bank_size):
   assert bank.features[0, 3] == 1.0 and bank.features[n, 3] == 1.0 and bank.features[n + 1, 3] == 0
 
 
+def test_bank_key_tokens_for_the_mention_feature():
+  words = {}
+  tokenize = lambda text: [words.setdefault(w, len(words)) for w in text.split()]
+  bank = slots.build_bank(TRIPLES, HashEmbed(), 8, tokenize=tokenize)
+  w = slots.MENTION_TOKENS
+  n = 4
+  for j, t in enumerate(TRIPLES[:n]):
+    for p, key in ((j, t["subject"]), (n + j, t["relation"])):
+      ids = tokenize(" " + key)[-w:]
+      np.testing.assert_array_equal(bank.key_tokens[p], [-1] * (w - len(ids)) + ids)
+  np.testing.assert_array_equal(bank.key_tokens[~bank.valid], -1)
+  long = slots.key_token_row("a b c d e f g h i j", tokenize)  # the last W tokens are kept
+  np.testing.assert_array_equal(long, tokenize("c d e f g h i j"))
+  assert (slots.build_bank(TRIPLES, HashEmbed(), 8).key_tokens == -1).all()  # no tokenizer
+
+
 def test_bank_bad_inputs_name_the_triple():
   emb = HashEmbed()
   bad = [dict(TRIPLES[0]), dict(TRIPLES[1], conf_ext=1.5)]

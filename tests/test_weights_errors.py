@@ -89,6 +89,17 @@ def test_nan_weights_rejected():
     llama.from_params(cfg, params)
 
 
+def test_orbax_checkpoint_in_an_older_layout(tmp_path):
+  cfg = llama.LlamaConfig(vocab_size=16, hidden_size=8, intermediate_size=12, num_layers=1,
+                          num_heads=2, num_kv_heads=1, head_dim=4)
+  params = {k: np.ones(s, np.float32) for k, s in cfg.param_shapes().items()}
+  params["w_gate"] = np.ones((1, 8, 12), np.float32)  # (in, out), as older versions stored it
+  weights.save_orbax(tmp_path / "old", cfg, params)
+  with pytest.raises(weights.WeightsError, match=r"converted again(.|\n)*"
+                     r"'w_gate' has shape \(1, 8, 12\), config expects \(1, 12, 8\)"):
+    load_decoder(str(tmp_path / "old"))
+
+
 @pytest.mark.skipif(not assets.available("smollm2"), reason="embedded SmolLM2 not installed")
 def test_truncated_gguf(tmp_path):
   data = assets.smollm2_gguf().read_bytes()

@@ -8,7 +8,9 @@ Q evidence items, D model width, F slot features.
 `route_fn` gives the router callable the decoder calls inside its forward pass. Batch keys read
 here: slot_keys [B, M, E], slot_values [B, M, E], slot_valid [B, M], slot_is_entity [B, M],
 slot_features [B, M, F], slot_reliability [B, M], image [B, R, I], image_mask [B, R],
-question_emb [B, E], evidence [B, Q, E], evidence_mask [B, Q].
+question_emb [B, E], evidence [B, Q, E], evidence_mask [B, Q]; optional slot_key_tokens
+[B, M, W] and, for teacher-forced rows, tokens [B, T] with output_mask [B, T] (the router's
+output-mention feature).
 """
 
 import jax
@@ -41,7 +43,10 @@ class GraphLoomHeads(nnx.Module):
                                       batch["evidence"], batch["evidence_mask"])
     mem = memory_lib.Memory(prefix=prefix.astype(dtype), prefix_mask=prefix_mask,
                             slot_keys=keys.astype(dtype), slot_values=values.astype(dtype),
-                            slot_valid=batch["slot_valid"])
+                            slot_valid=batch["slot_valid"],
+                            slot_key_tokens=batch.get("slot_key_tokens"))
+    if "output_mask" in batch:  # teacher-forced rows: mentions of slot names in the answer
+      mem = memory_lib.with_output_mentions(mem, batch["tokens"], batch["output_mask"])
     image_mask = batch["image_mask"][..., None].astype(jnp.float32)
     visual = jnp.sum(batch["image"] * image_mask, axis=1) / jnp.maximum(
         jnp.sum(image_mask, axis=1), 1.0)

@@ -12,7 +12,7 @@ alone.
 
 import dataclasses
 import json
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import flax.struct
 import jax
@@ -138,11 +138,11 @@ class LlamaConfig:
     l, d, n, k, h, f, v = (self.num_layers, self.hidden_size, self.num_heads,
                            self.num_kv_heads, self.head_dim, self.intermediate_size,
                            self.vocab_size)
-    shapes = dict(embed=(v, d), attn_norm=(l, d), wq=(l, d, n, h), wk=(l, d, k, h),
-                  wv=(l, d, k, h), wo=(l, n, h, d), mlp_norm=(l, d), w_gate=(l, d, f),
-                  w_up=(l, d, f), w_down=(l, f, d), final_norm=(d,))
+    shapes = dict(embed=(v, d), attn_norm=(l, d), wq=(l, n, h, d), wk=(l, k, h, d),
+                  wv=(l, k, h, d), wo=(l, d, n, h), mlp_norm=(l, d), w_gate=(l, f, d),
+                  w_up=(l, f, d), w_down=(l, d, f), final_norm=(d,))
     if not self.tie_word_embeddings:
-      shapes["lm_head"] = (d, v)
+      shapes["lm_head"] = (v, d)
     return shapes
 
 
@@ -207,10 +207,17 @@ class MemoryKV:
   slot_v: jax.Array
 
 
+def _project_heads(x, w):
+  """x [B, T, D] @ w [N, H, D] -> [B, T, N, H], contracted as one 2-D [N*H, D] matrix: given
+  the 3-D form, XLA:CPU re-lays the weight out (a full copy) on every decode step."""
+  n, h, d = w.shape
+  return jnp.einsum("BTD,ED->BTE", x, w.reshape(n * h, d)).reshape(*x.shape[:-1], n, h)
+
+
 def _mlp(x, w_gate, w_up, w_down):
-  gate = jnp.einsum("BTD,DF->BTF", x, w_gate)
-  up = jnp.einsum("BTD,DF->BTF", x, w_up)
-  return jnp.einsum("BTF,FD->BTD", jax.nn.silu(gate) * up, w_down)
+  gate = jnp.einsum("BTD,FD->BTF", x, w_gate)
+  up = jnp.einsum("BTD,FD->BTF", x, w_up)
+  return jnp.einsum("BTF,DF->BTD", jax.nn.silu(gate) * up, w_down)
 
 
 class Llama(nnx.Module):
@@ -237,6 +244,23 @@ class Llama(nnx.Module):
   def layer_params(self) -> dict[str, jax.Array]:
     return {name: getattr(self, name).value for name in LAYER_PARAMS}
 
+  def unstacked_layer_params(self) -> list[dict[str, jax.Array]]:
+    """One weight dict per layer, each weight its own buffer (see `__call__(layer_weights=)`).
+
+    The projections that read the same input are fused: `wqkv` [(N + 2K) H, D] and `w_gate_up`
+    [2F, D] (one larger matrix-vector product streams memory better than two or three small
+    ones); `wo`, `w_down` and the norms are as stored.
+    """
+    params = self.layer_params()
+    d = self.config.hidden_size
+    layers = []
+    for i in range(self.config.num_layers):
+      w = {k: params[k][i] for k in ("attn_norm", "wo", "mlp_norm", "w_down")}
+      w["wqkv"] = jnp.concatenate([params[k][i].reshape(-1, d) for k in ("wq", "wk", "wv")])
+      w["w_gate_up"] = jnp.concatenate([params["w_gate"][i], params["w_up"][i]])
+      layers.append(w)
+    return layers
+
   def first_memory_layer(self, first_layer: int) -> int:
     n = self.config.num_layers
     first = n // 2 if first_layer < 0 else first_layer
@@ -254,8 +278,8 @@ class Llama(nnx.Module):
 
     def kv(x):  # x [B, X, D] or [L_m, B, X, D] -> ([L_m, B, X, K, H], same)
       h = norms.rms_norm(x.astype(self.dtype), norm_w, eps)
-      return (jnp.einsum("LBXD,LDKH->LBXKH", h, p["wk"]),
-              jnp.einsum("LBXD,LDKH->LBXKH", h, p["wv"]))
+      return (jnp.einsum("LBXD,LKHD->LBXKH", h, p["wk"]),
+              jnp.einsum("LBXD,LKHD->LBXKH", h, p["wv"]))
 
     prefix_k, prefix_v = kv(memory.prefix)
     slot_k, _ = kv(memory.slot_keys)
@@ -267,6 +291,7 @@ class Llama(nnx.Module):
                route: memory_lib.Router | None = None, memory_kv: MemoryKV | None = None,
                first_layer: int = -1, sparse: SparseSpec | None = None,
                return_hidden: bool = False, return_slot_attention: bool = False,
+               layer_weights: Sequence[Mapping[str, jax.Array]] | None = None,
                ) -> tuple[jax.Array, KVCache, dict[str, Any]]:
     """tokens [B,T] int32 appended at cache slots [length, length + T).
 
@@ -274,6 +299,10 @@ class Llama(nnx.Module):
       computes the active slots from the residual stream entering the first memory layer;
       `memory_kv` is `project_memory(memory)` precomputed (decode loops).
     sparse: at single-token steps, attend to the sparse set I_t instead of the whole cache.
+    layer_weights: `unstacked_layer_params()` computed once outside a decode loop. Layers then
+      run as an unrolled Python loop over separate buffers; with the stacked weights, a
+      `lax.scan` step slices (copies) each layer's weights out of the stack on every call,
+      which on CPU costs about as much as the matrix-vector products themselves.
 
     Returns logits [B,T,V] float32, the updated cache and aux outputs:
       `hidden` [L+1, B, T, D]: the embedding output and the residual stream after every layer
@@ -307,9 +336,14 @@ class Llama(nnx.Module):
       x, cache_k, cache_v, sums, counts = carry
       p, index, mem = xs
       h = norms.rms_norm(x, p["attn_norm"], cfg.rms_norm_eps)
-      q = rope.apply_rope(jnp.einsum("BTD,DNH->BTNH", h, p["wq"]), cos, sin)
-      k = rope.apply_rope(jnp.einsum("BTD,DKH->BTKH", h, p["wk"]), cos, sin)
-      v = jnp.einsum("BTD,DKH->BTKH", h, p["wv"])
+      if "wqkv" in p:  # fused (unstacked) form
+        qkv = jnp.einsum("BTD,ED->BTE", h, p["wqkv"])
+        nq, nk = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
+        q, k, v = (a.reshape(b, t, -1, cfg.head_dim)
+                   for a in (qkv[..., :nq], qkv[..., nq:nq + nk], qkv[..., nq + nk:]))
+      else:
+        q, k, v = (_project_heads(h, p[name]) for name in ("wq", "wk", "wv"))
+      q, k = rope.apply_rope(q, cos, sin), rope.apply_rope(k, cos, sin)
       cache_k = jax.lax.dynamic_update_slice(cache_k, k[None].astype(cache_k.dtype),
                                              (index, 0, length, 0, 0))
       cache_v = jax.lax.dynamic_update_slice(cache_v, v[None].astype(cache_v.dtype),
@@ -343,12 +377,32 @@ class Llama(nnx.Module):
           slot_probs = _slot_probabilities(q, sk, slot_mask, slot_bias,
                                            jnp.stack([lse for _, lse in parts]))
       attn = joint.merge_partials(parts) if len(parts) > 1 else parts[0][0]
-      x = x + jnp.einsum("BTNH,NHD->BTD", attn, p["wo"])
+      # Flatten (N, H) on both sides: contracting the [D, N, H] weight against an attention
+      # output whose layout XLA picked freely lets it transpose-copy the WEIGHT every step.
+      wo = p["wo"].reshape(p["wo"].shape[0], -1)
+      x = x + jnp.einsum("BTE,DE->BTD", attn.reshape(b, t, -1), wo)
       h = norms.rms_norm(x, p["mlp_norm"], cfg.rms_norm_eps)
-      x = x + _mlp(h, p["w_gate"], p["w_up"], p["w_down"])
+      if "w_gate_up" in p:
+        gate, up = jnp.split(jnp.einsum("BTD,FD->BTF", h, p["w_gate_up"]), 2, axis=-1)
+        x = x + jnp.einsum("BTF,DF->BTD", jax.nn.silu(gate) * up, p["w_down"])
+      else:
+        x = x + _mlp(h, p["w_gate"], p["w_up"], p["w_down"])
       return (x, cache_k, cache_v, sums, counts), (x if return_hidden else None, slot_probs)
 
-    params = self.layer_params()
+    params = self.layer_params() if layer_weights is None else None
+
+    def run_layers(carry, start, stop, mem_xs):
+      """Layers [start, stop): a scan over stacked weights or a loop over unstacked ones."""
+      if layer_weights is None:
+        return jax.lax.scan(layer, carry, ({k: w[start:stop] for k, w in params.items()},
+                                           jnp.arange(start, stop), mem_xs))
+      outs = []
+      for j, i in enumerate(range(start, stop)):
+        mem_j = None if mem_xs is None else jax.tree.map(lambda a, j=j: a[j], mem_xs)
+        carry, out = layer(carry, (layer_weights[i], i, mem_j))
+        outs.append(out)
+      return carry, jax.tree.map(lambda *xs: jnp.stack(xs), *outs)
+
     x0 = self.embed.value[tokens]  # [B,T,D]
     carry = (x0, cache.k, cache.v, cache.block_sums, cache.block_counts)
     first = self.first_memory_layer(first_layer) if memory is not None else cfg.num_layers
@@ -356,8 +410,7 @@ class Llama(nnx.Module):
     hidden = []
     prefix_mask = slot_mask = slot_bias = None
     if first > 0:
-      carry, (hid, _) = jax.lax.scan(
-          layer, carry, ({k: w[:first] for k, w in params.items()}, jnp.arange(first), None))
+      carry, (hid, _) = run_layers(carry, 0, first, None)
       hidden.append(hid)
     if memory is not None:
       if memory_kv is None:
@@ -373,9 +426,7 @@ class Llama(nnx.Module):
       prefix_mask = memory.prefix_mask
       aux["slot_active"], aux["slot_bias"] = slot_mask, slot_bias
       mem_xs = (memory_kv.prefix_k, memory_kv.prefix_v, memory_kv.slot_k, memory_kv.slot_v)
-      carry, (hid, slot_probs) = jax.lax.scan(
-          layer, carry,
-          ({k: w[first:] for k, w in params.items()}, jnp.arange(first, cfg.num_layers), mem_xs))
+      carry, (hid, slot_probs) = run_layers(carry, first, cfg.num_layers, mem_xs)
       hidden.append(hid)
       if return_slot_attention:
         aux["slot_attention"] = slot_probs
@@ -383,11 +434,9 @@ class Llama(nnx.Module):
     if return_hidden:
       aux["hidden"] = jnp.concatenate([x0[None]] + hidden, axis=0)
     x = norms.rms_norm(x, self.final_norm.value, cfg.rms_norm_eps)
-    if cfg.tie_word_embeddings:  # contract with the [V, D] table directly: no transposed copy
-      logits = jnp.einsum("BTD,VD->BTV", x, self.embed.value, preferred_element_type=jnp.float32)
-    else:
-      logits = jnp.einsum("BTD,DV->BTV", x, self.lm_head.value,
-                          preferred_element_type=jnp.float32)
+    # Both heads are [V, D] tables contracted on D directly: no transposed copy.
+    head = self.embed.value if cfg.tie_word_embeddings else self.lm_head.value
+    logits = jnp.einsum("BTD,VD->BTV", x, head, preferred_element_type=jnp.float32)
     new_cache = KVCache(k=cache_k, v=cache_v, valid=valid,
                         next_pos=cache.next_pos + jnp.sum(token_valid, axis=1, dtype=jnp.int32),
                         length=length + t, block_sums=sums, block_counts=counts)

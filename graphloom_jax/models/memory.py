@@ -16,6 +16,12 @@ so the trainable modules only ever produce model-width vectors:
   a router callable `route(h [B, T, D], memory) -> (active [B, T, M] bool, bias [B, T, M])`
   that sees the residual stream entering the first memory layer, so that routing can change at
   every decoding step inside the jitted loop.
+- `slot_key_tokens`: [B, M, W] int32, each slot's name as decoder tokens (right-aligned, -1
+  padded; see `ops.routing.output_mentions`), or None.
+- `slot_mentioned`: [B, T, M] bool, whether the slot's name already appeared in the generated
+  output at each query position (a router context feature). Teacher-forced callers set it with
+  `with_output_mentions`; `Decoder.generate` keeps it up to date at every step itself when
+  `slot_key_tokens` is given. None reads as never mentioned.
 """
 
 from typing import Callable
@@ -23,6 +29,8 @@ from typing import Callable
 import flax.struct
 import jax
 import jax.numpy as jnp
+
+from graphloom_jax.ops import routing
 
 
 @flax.struct.dataclass
@@ -34,6 +42,8 @@ class Memory:
   slot_valid: jax.Array  # [B, M] bool
   slot_active: jax.Array | None = None  # [B, T, M] bool
   slot_bias: jax.Array | None = None  # [B, T, M] float
+  slot_key_tokens: jax.Array | None = None  # [B, M, W] int32
+  slot_mentioned: jax.Array | None = None  # [B, T, M] bool
 
   @property
   def batch_size(self) -> int:
@@ -61,3 +71,12 @@ def empty(batch: int, width: int, dtype=jnp.float32, prefix_len: int = 0,
       slot_values=jnp.zeros((batch, num_slots, width), dtype),
       slot_valid=jnp.zeros((batch, num_slots), bool),
   )
+
+
+def with_output_mentions(memory: Memory, tokens: jax.Array, output_mask: jax.Array) -> Memory:
+  """`memory` with `slot_mentioned` computed for teacher-forced tokens [B, T] whose generated part
+  is `output_mask` [B, T] (unchanged when the memory has no slot_key_tokens)."""
+  if memory.slot_key_tokens is None:
+    return memory
+  return memory.replace(slot_mentioned=routing.output_mentions(
+      tokens, output_mask, memory.slot_key_tokens))

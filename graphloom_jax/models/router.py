@@ -6,7 +6,9 @@ V visual width.
   q_t  = W_q h_t / sqrt(R)       h_t: residual stream entering the first memory layer [B, T, D]
   k_p  = W_k P(Emb(key_p))       the projected slot keys of the Memory [B, M, D]
   w_v . v_t                      v: pooled visual context of the example [B, V], the same for all t
-  phi(f_p)                       2-layer MLP (tanh) on the slot features [B, M, F]
+  phi(f_p(t))                    2-layer MLP (tanh) on the slot features [B, M, F] plus one
+                                 context feature per position: whether the slot's name already
+                                 appeared in the generated output (Memory.slot_mentioned)
   c_p  = calibration(conf_ext)   temperature sigmoid(logit(c) / T) or Platt sigmoid(a logit(c) + b)
 
 conf_ext is clipped to [reliability_clip, 1 - reliability_clip] (0.01) before the logit: knowledge
@@ -53,7 +55,7 @@ class Router(nnx.Module):
     self.q_proj = nnx.Linear(model_dim, router_dim, use_bias=False, rngs=rngs)
     self.k_proj = nnx.Linear(model_dim, router_dim, use_bias=False, rngs=rngs)
     self.w_v = nnx.Linear(visual_dim, 1, use_bias=False, rngs=rngs)
-    self.phi_hidden = nnx.Linear(num_features, feature_hidden, rngs=rngs)
+    self.phi_hidden = nnx.Linear(num_features + 1, feature_hidden, rngs=rngs)
     self.phi_out = nnx.Linear(feature_hidden, 1, rngs=rngs)
     self.temperature = Calibration(jnp.ones((), jnp.float32))
     self.platt = Calibration(jnp.array([1.0, 0.0], jnp.float32))
@@ -101,20 +103,32 @@ class Router(nnx.Module):
       a, b = routing.fit_platt(z, y, w)
       self.platt.value = jnp.stack([a, b])
 
-  def feature_term(self, features: jax.Array) -> jax.Array:
-    """phi(f_p): [B, M, F] -> [B, M]."""
-    return self.phi_out(jnp.tanh(self.phi_hidden(features)))[..., 0]
+  def feature_term(self, features: jax.Array, mentioned: jax.Array) -> jax.Array:
+    """phi(f_p(t)): static features [B, M, F] and mention flags [B, T, M] -> [B, T, M]."""
+    b, t, m = mentioned.shape
+    f = jnp.broadcast_to(features[:, None].astype(jnp.float32), (b, t, m, features.shape[-1]))
+    f = jnp.concatenate([f, mentioned[..., None].astype(jnp.float32)], axis=-1)
+    return self.phi_out(jnp.tanh(self.phi_hidden(f)))[..., 0]
 
   def __call__(self, h: jax.Array, slot_keys: jax.Array, slot_valid: jax.Array,
-               inputs: RouterInputs) -> routing.Routing:
-    """Routing for residual-stream states h [B, T, D] over the projected slot keys [B, M, D]."""
+               inputs: RouterInputs, mentioned: jax.Array | None = None) -> routing.Routing:
+    """Routing for residual-stream states h [B, T, D] over the projected slot keys [B, M, D];
+    `mentioned` [B, T, M] (None: no slot mentioned yet)."""
+    b, t = h.shape[:2]
+    m = slot_keys.shape[1]
+    if mentioned is None:
+      mentioned = jnp.zeros((b, t, m), bool)
+    elif mentioned.shape != (b, t, m):
+      raise ValueError(f"slot_mentioned has shape {mentioned.shape}; the router is scoring "
+                       f"{(b, t, m)} (batch, positions, slots)")
     h = h.astype(jnp.float32)
     q = self.q_proj(h) / math.sqrt(self.router_dim)
     k = self.k_proj(slot_keys.astype(jnp.float32))
     visual = self.w_v(inputs.visual.astype(jnp.float32))[:, 0]  # [B]
     visual = jnp.broadcast_to(visual[:, None], h.shape[:2])
     return routing.route(
-        q, k, visual, self.feature_term(inputs.features), self.calibrate(inputs.reliability),
+        q, k, visual, self.feature_term(inputs.features, mentioned),
+        self.calibrate(inputs.reliability),
         slot_valid, inputs.is_entity, beta=self.beta, bias=self.bias, entity_k=self.entity_k,
         relation_k=self.relation_k, epsilon=self.epsilon)
 
@@ -123,7 +137,7 @@ class Router(nnx.Module):
     to it (the losses need the scores the forward pass used; the list is filled while tracing)."""
 
     def route(h: jax.Array, memory: memory_lib.Memory):
-      r = self(h, memory.slot_keys, memory.slot_valid, inputs)
+      r = self(h, memory.slot_keys, memory.slot_valid, inputs, memory.slot_mentioned)
       if record is not None:
         record.append(r)
       return r.active, r.bias.astype(h.dtype)
@@ -146,5 +160,5 @@ class BoundRouter(nnx.Module):
   def __call__(self, h: jax.Array, memory: memory_lib.Memory):
     inputs = RouterInputs(self.features[...], self.reliability[...], self.visual[...],
                           self.is_entity[...])
-    r = self.router(h, memory.slot_keys, memory.slot_valid, inputs)
+    r = self.router(h, memory.slot_keys, memory.slot_valid, inputs, memory.slot_mentioned)
     return r.active, r.bias.astype(h.dtype)

@@ -20,6 +20,10 @@ Features f_p (F = 5, all in [0, 1] for in-range inputs):
   0 retrieval score of the triple, 1 conf_ext, 2 centrality,
   3 context: the slot's key text occurs in the question (word-boundary match after lowercasing),
   4 slot type: 1 for entity slots, 0 for relation slots.
+The router adds one context feature per decoding position: whether the slot's key text already
+appeared in the generated output. For it the bank keeps `key_tokens` [M, W]: the key text as
+decoder tokens, as it would appear inside generated text (after a space), right-aligned in
+W = MENTION_TOKENS places with -1 padding (see `ops.routing.output_mentions`).
 
 Slot utility (the label of the calibration and contrastive losses) is gold-support membership:
 1 when the slot's triple equals one of the example's gold supporting triples (compared after
@@ -39,6 +43,7 @@ import numpy as np
 from flax import nnx
 
 NUM_FEATURES = 5
+MENTION_TOKENS = 8  # W: tokens of a slot name tracked by the output-mention feature
 _FIELDS = ("subject", "relation", "object", "score", "conf_ext", "centrality")
 
 
@@ -74,6 +79,7 @@ class SlotBank:
   reliability: np.ndarray  # [M] raw reliability conf_ext (calibrated later by the router)
   utility: np.ndarray  # [M] float 0/1 gold-support membership
   triple_index: np.ndarray  # [M] int index into the triples given, -1 for padding
+  key_tokens: np.ndarray  # [M, W] int32 key text as decoder tokens, right-aligned, -1 padded
 
 
 def _mentioned(text: str, question: str) -> float:
@@ -83,8 +89,21 @@ def _mentioned(text: str, question: str) -> float:
   return float(re.search(r"(?<!\w)" + re.escape(text) + r"(?!\w)", question) is not None)
 
 
+def key_token_row(text: str, tokenize: Callable[[str], Sequence[int]] | None,
+                  width: int = None) -> np.ndarray:
+  """[W] int32: the tokens of " " + text, right-aligned (its last W when longer), -1 padded."""
+  width = MENTION_TOKENS if width is None else width
+  row = np.full((width,), -1, np.int32)
+  if tokenize is not None and text.strip():
+    ids = list(tokenize(" " + text.strip()))[-width:]
+    if ids:
+      row[width - len(ids):] = ids
+  return row
+
+
 def build_bank(triples: Sequence[Any], embed: Callable[[list[str]], np.ndarray], bank_size: int,
-               question: str = "", gold: Sequence[Any] = ()) -> SlotBank:
+               question: str = "", gold: Sequence[Any] = (),
+               tokenize: Callable[[str], Sequence[int]] | None = None) -> SlotBank:
   """Slot bank of one example.
 
   Args:
@@ -94,6 +113,8 @@ def build_bank(triples: Sequence[Any], embed: Callable[[list[str]], np.ndarray],
     bank_size: M, even; holds bank_size // 2 triples.
     question: the question, for the context feature.
     gold: gold supporting triples (mappings/objects with subject, relation, object), for utility.
+    tokenize: the decoder tokenizer's text -> ids, for `key_tokens` (None: all -1, the mention
+      feature never fires).
   """
   if bank_size <= 0 or bank_size % 2:
     raise ValueError(f"bank_size={bank_size} must be a positive even number (2 slots a triple)")
@@ -133,6 +154,7 @@ def build_bank(triples: Sequence[Any], embed: Callable[[list[str]], np.ndarray],
   reliability = np.zeros((bank_size,), np.float32)
   utility = np.zeros((bank_size,), np.float32)
   triple_index = np.full((bank_size,), -1, np.int32)
+  key_tokens = np.full((bank_size, MENTION_TOKENS), -1, np.int32)
   for j, (i, s, r, o, score, conf, cent) in enumerate(rows):
     useful = float((_norm(s), _norm(r), _norm(o)) in gold_set)
     for p, key, value, is_ent in ((j, s, f"{r} {o}", 1.0), (n + j, r, f"{s} {o}", 0.0)):
@@ -143,7 +165,9 @@ def build_bank(triples: Sequence[Any], embed: Callable[[list[str]], np.ndarray],
       reliability[p] = conf
       utility[p] = useful
       triple_index[p] = i
-  return SlotBank(keys, values, valid, is_entity, features, reliability, utility, triple_index)
+      key_tokens[p] = key_token_row(key, tokenize)
+  return SlotBank(keys, values, valid, is_entity, features, reliability, utility, triple_index,
+                  key_tokens)
 
 
 def stack_banks(banks: Sequence[SlotBank]) -> dict[str, np.ndarray]:

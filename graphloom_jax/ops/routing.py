@@ -108,6 +108,45 @@ def route(q, k, visual_term, feature_term, reliability, valid, is_entity, *, bet
   return select_active(scores, valid, is_entity, entity_k, relation_k, epsilon)
 
 
+# ---------------------------------------------------------------- context: mentions in the output
+# A slot's name (its key text: the subject of an entity slot, the relation of a relation slot) is
+# tokenised as it would appear inside generated text and stored right-aligned in W places with
+# -1 padding on the left: key_tokens [B, M, W]. The slot is "mentioned" at position t once the
+# output (generated tokens only, never the prompt) up to and including token t contains that
+# token sequence contiguously; the flag then stays on. Names longer than W tokens are matched on
+# their last W tokens.
+
+
+def key_matches(windows: jax.Array, key_tokens: jax.Array) -> jax.Array:
+  """Does each window end with each slot's name? windows [B, T, W] (the last W output tokens at
+  every position, -1 where there are fewer), key_tokens [B, M, W] -> [B, T, M] bool. A slot
+  without a name (all -1) never matches."""
+  hit = (key_tokens[:, None] < 0) | (key_tokens[:, None] == windows[:, :, None])
+  return jnp.all(hit, axis=-1) & jnp.any(key_tokens >= 0, axis=-1)[:, None, :]
+
+
+def output_mentions(tokens: jax.Array, output_mask: jax.Array,
+                    key_tokens: jax.Array) -> jax.Array:
+  """Teacher-forced mention flags: tokens [B, T], output_mask [B, T] (True on generated tokens:
+  answer tokens and the EOS), key_tokens [B, M, W] -> [B, T, M] bool."""
+  w = key_tokens.shape[-1]
+  t = tokens.shape[1]
+  out = jnp.where(output_mask, tokens, -1)
+  padded = jnp.concatenate([jnp.full((tokens.shape[0], w - 1), -1, out.dtype), out], axis=1)
+  idx = jnp.arange(t)[:, None] + jnp.arange(w)[None, :]  # [T, W] windows ending at t
+  windows = padded[:, idx]  # [B, T, W]
+  hits = key_matches(windows, key_tokens) & output_mask[:, :, None]
+  return jnp.cumsum(hits, axis=1) > 0
+
+
+def mention_step(window: jax.Array, mentioned: jax.Array, token: jax.Array,
+                 key_tokens: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """One decoding step of `output_mentions`: window [B, W] (last W generated tokens, -1 before
+  the first), mentioned [B, M] bool, token [B] just generated -> updated (window, mentioned)."""
+  window = jnp.concatenate([window[:, 1:], token[:, None].astype(window.dtype)], axis=1)
+  return window, mentioned | key_matches(window[:, None], key_tokens)[:, 0]
+
+
 # ---------------------------------------------------------------- calibration of reliabilities
 
 def apply_temperature(logits: jax.Array, temperature: jax.Array) -> jax.Array:

@@ -16,7 +16,9 @@ carries `instance_id`, `options`, `answer_index` and `gold_triples`):
      question embedding, evidence = embeddings of the retrieved verbalised triples.
   5. Tokens: [prompt ; answer ; EOS] right-padded to S; `targets` is the row shifted by one and
      `loss_mask` marks the positions whose target is an answer token or the EOS (these are also
-     the "answer steps" of the router losses). Multiple-choice rows [prompt ; option_j ; EOS]
+     the "answer steps" of the router losses); `output_mask` marks the generated tokens of the
+     row (answer and EOS), from which the router's output-mention feature is computed against
+     `slot_key_tokens` [M, W]. Multiple-choice rows [prompt ; option_j ; EOS]
      with the option mask on option_j + EOS: the EOS says the answer ends there, so an option
      that is a prefix of another is not favoured.
 
@@ -40,6 +42,7 @@ import numpy as np
 
 from graphloom_jax.models import slots
 
+FEATURES_VERSION = 2  # bump when featurize's output changes: it keys the on-disk cache
 PROMPT = "Answer the question about the scene in a few words.\nQuestion: {question}"
 PLAIN_PROMPT = "Question: {question}\nAnswer:"  # without a chat template (byte-level decoders)
 # Flat-RAG: the retrieved triples as text before the question.
@@ -215,7 +218,8 @@ def featurize(kb, questions: Sequence, fmt: TextFormat, embed: Callable[[list[st
                     score=float(np.clip((1 + s) / 2, 0, 1)), conf_ext=float(t.confidence),
                     centrality=c) for t, s, c in zip(top, sims, cent)]
     gold = [dict(subject=s, relation=r, object=o) for s, r, o in q.extra["gold_triples"]]
-    bank = slots.build_bank(triples, table, spec.bank_size, question=q.question, gold=gold)
+    bank = slots.build_bank(triples, table, spec.bank_size, question=q.question, gold=gold,
+                            tokenize=fmt.tok.encode)
     banks.append(bank)
     e = qv.shape[0]
     evidence = np.zeros((n_ev, e), np.float32)
@@ -241,6 +245,8 @@ def featurize(kb, questions: Sequence, fmt: TextFormat, embed: Callable[[list[st
                       f"{where} option {j}") for j, o in enumerate(options)]
     rows.append(dict(
         tokens=tokens, valid=valid, targets=targets, loss_mask=loss_mask,
+        # the generated part of the row (answer tokens and EOS): loss_mask shifted right by one
+        output_mask=np.concatenate([[False], loss_mask[:-1]]),
         mc_tokens=np.stack([m[0] for m in mc]), mc_valid=np.stack([m[1] for m in mc]),
         # option_logprob wants the mask on the predicted tokens: shift loss_mask right by one
         mc_option_mask=np.stack([np.concatenate([[False], m[3][:-1]]) for m in mc]),
@@ -251,7 +257,8 @@ def featurize(kb, questions: Sequence, fmt: TextFormat, embed: Callable[[list[st
   stacked = slots.stack_banks(banks)
   for name, key in (("keys", "slot_keys"), ("values", "slot_values"), ("valid", "slot_valid"),
                     ("is_entity", "slot_is_entity"), ("features", "slot_features"),
-                    ("reliability", "slot_reliability"), ("utility", "slot_utility")):
+                    ("reliability", "slot_reliability"), ("utility", "slot_utility"),
+                    ("key_tokens", "slot_key_tokens")):
     out[key] = stacked[name]
   return out
 
@@ -262,7 +269,8 @@ def cached_featurize(cache_dir: str | os.PathLike | None, name: str, kb, questio
   if cache_dir is None:
     return featurize(kb, questions, fmt, embed, spec)
   key = hashlib.sha256(json.dumps(
-      [dataclasses.asdict(spec), embedder_id, PROMPT, PLAIN_PROMPT, type(fmt.tok).__name__,
+      [FEATURES_VERSION, dataclasses.asdict(spec), embedder_id, PROMPT, PLAIN_PROMPT,
+       type(fmt.tok).__name__,
        fmt.prompt_ids("probe"), [q.qid for q in questions]]).encode()).hexdigest()[:16]
   path = pathlib.Path(cache_dir) / f"{name}-{key}.npz"
   if path.exists():

@@ -182,8 +182,10 @@ def eval_step(params, rest, backbone_state, batch, *, heads_def, backbone_def,
   for k in ("tokens", "valid"):
     mc[k] = batch[f"mc_{k}"].reshape(b * j, t)
   for k, v in batch.items():
-    if not k.startswith("mc_") and k not in ("tokens", "valid") and v.ndim >= 1:
+    if not k.startswith("mc_") and k not in ("tokens", "valid", "output_mask") and v.ndim >= 1:
       mc[k] = jnp.repeat(v, j, axis=0)
+  if "output_mask" in batch:  # an option row's generated part is the option (and its EOS)
+    mc["output_mask"] = batch["mc_option_mask"].reshape(b * j, t)
   logits, _, _ = _forward(heads_def, params, rest, backbone_def, backbone_state, mc, model_call,
                           dtype)
   option = answers.option_logprob(logits, mc["tokens"], batch["mc_option_mask"].reshape(b * j, t))
