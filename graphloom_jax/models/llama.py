@@ -214,12 +214,6 @@ def _project_heads(x, w):
   return jnp.einsum("BTD,ED->BTE", x, w.reshape(n * h, d)).reshape(*x.shape[:-1], n, h)
 
 
-def _mlp(x, w_gate, w_up, w_down):
-  gate = jnp.einsum("BTD,FD->BTF", x, w_gate)
-  up = jnp.einsum("BTD,FD->BTF", x, w_up)
-  return jnp.einsum("BTF,DF->BTD", jax.nn.silu(gate) * up, w_down)
-
-
 class Llama(nnx.Module):
   """The decoder. All weights are frozen in GraphLoom; they are `nnx.Param`s so that the same
   module serves conversion, evaluation and (for users who want it) fine-tuning."""
@@ -382,11 +376,11 @@ class Llama(nnx.Module):
       wo = p["wo"].reshape(p["wo"].shape[0], -1)
       x = x + jnp.einsum("BTE,DE->BTD", attn.reshape(b, t, -1), wo)
       h = norms.rms_norm(x, p["mlp_norm"], cfg.rms_norm_eps)
-      if "w_gate_up" in p:
+      if "w_gate_up" in p:  # fused (unstacked) form
         gate, up = jnp.split(jnp.einsum("BTD,FD->BTF", h, p["w_gate_up"]), 2, axis=-1)
-        x = x + jnp.einsum("BTF,DF->BTD", jax.nn.silu(gate) * up, p["w_down"])
       else:
-        x = x + _mlp(h, p["w_gate"], p["w_up"], p["w_down"])
+        gate, up = (jnp.einsum("BTD,FD->BTF", h, p[name]) for name in ("w_gate", "w_up"))
+      x = x + jnp.einsum("BTF,DF->BTD", jax.nn.silu(gate) * up, p["w_down"])  # SwiGLU
       return (x, cache_k, cache_v, sums, counts), (x if return_hidden else None, slot_probs)
 
     params = self.layer_params() if layer_weights is None else None
