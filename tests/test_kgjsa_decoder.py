@@ -298,3 +298,6 @@ def test_generation_tracks_slot_mentions_like_teacher_forcing(models):
   assert np.asarray(forced.slot_mentioned)[0, -1, 1]  # slot 1's name (the first token) was seen
   logits = dec.logits(ids, memory=forced, router=MentionRouter(), first_layer=2)
   assert out == logits[0, len(prompt) - 1:-1].argmax(-1).tolist()
+  bad = mem.replace(slot_key_tokens=jnp.asarray(key_tokens[:, :4]))
+  with pytest.raises(ValueError, match=r"slot_key_tokens has shape \(1, 4, 4\)"):
+    dec.generate_ids([prompt], 4, memory=bad, router=MentionRouter(), first_layer=2)

@@ -124,8 +124,14 @@ def _split_router(router):
 
 
 def _check_memory(memory, batch: int):
-  if memory is not None and memory.batch_size != batch:
+  if memory is None:
+    return
+  if memory.batch_size != batch:
     raise ValueError(f"memory holds {memory.batch_size} rows for {batch} prompts")
+  names = memory.slot_key_tokens
+  if names is not None and (names.ndim != 3 or names.shape[:2] != (batch, memory.num_slots)):
+    raise ValueError(f"memory.slot_key_tokens has shape {tuple(names.shape)}; expected "
+                     f"[{batch}, {memory.num_slots}, W] (one token row per slot)")
 
 
 class Decoder:
@@ -134,7 +140,7 @@ class Decoder:
   Attributes: `model` (the `llama.Llama` NNX module), `config` (`llama.LlamaConfig`),
   `tokenizer` (`Tokenizer` or None when the checkpoint carries none), `source` (where it came
   from), `max_seq_len` (prompt + new tokens limit), `unstack_layers` (generation runs the
-  layers over per-layer weight buffers; default on CPU, where it is ~2x faster per token, and
+  layers over per-layer weight buffers; default on CPU, where it is ~1.3x faster per token, and
   off on accelerators, where it would hold a second copy of the weights for little gain).
   """
 
