@@ -184,15 +184,23 @@ def iter_jsonl(path, strict: bool = True, report: ReadReport | None = None,
 def read_triples_jsonl(path, strict: bool = True) -> tuple[list[Triple], ReadReport]:
   """Reads a JSONL(.gz) file of triples. Returns (triples, report)."""
   report = ReadReport(str(path))
+  records = ((f"{path}:{lineno}", record)
+             for lineno, record in iter_jsonl(path, strict, report, what="triple"))
+  return _parse_records(records, report, strict), report
+
+
+def _parse_records(records, report: "ReadReport", strict: bool) -> list[Triple]:
+  """Triples from (where, record) pairs; a bad record is rejected (raised when strict, else
+  counted in `report` under `where`) and every good one kept."""
   triples = []
-  for lineno, record in iter_jsonl(path, strict, report, what="triple"):
+  for where, record in records:
     try:
       triples.append(triple_from_json(record))
     except TripleFormatError as e:
-      report.reject(f"{path}:{lineno}: {e}", strict)
+      report.reject(f"{where}: {e}", strict)
     else:
       report.read += 1
-  return triples, report
+  return triples
 
 
 def read_triples_json(path, strict: bool = True) -> tuple[list[Triple], ReadReport]:
@@ -209,15 +217,8 @@ def read_triples_json(path, strict: bool = True) -> tuple[list[Triple], ReadRepo
   if not isinstance(data, list):
     raise TripleFormatError(f"{path}: expected a list of triples or {{\"triples\": [...]}}, "
                             f"got {type(data).__name__}")
-  triples = []
-  for i, record in enumerate(data):
-    try:
-      triples.append(triple_from_json(record))
-    except TripleFormatError as e:
-      report.reject(f"{path}: triples[{i}]: {e}", strict)
-    else:
-      report.read += 1
-  return triples, report
+  records = ((f"{path}: triples[{i}]", record) for i, record in enumerate(data))
+  return _parse_records(records, report, strict), report
 
 
 def read_triples(path, strict: bool = True) -> tuple[list[Triple], ReadReport]:

@@ -90,9 +90,8 @@ def _mentioned(text: str, question: str) -> float:
 
 
 def key_token_row(text: str, tokenize: Callable[[str], Sequence[int]] | None,
-                  width: int = None) -> np.ndarray:
+                  width: int = MENTION_TOKENS) -> np.ndarray:
   """[W] int32: the tokens of " " + text, right-aligned (its last W when longer), -1 padded."""
-  width = MENTION_TOKENS if width is None else width
   row = np.full((width,), -1, np.int32)
   if tokenize is not None and text.strip():
     ids = list(tokenize(" " + text.strip()))[-width:]
