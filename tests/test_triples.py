@@ -264,8 +264,14 @@ def test_scene_graph_triples():
   assert [(t.key(), t.confidence) for t in got] == [
       (("man", "riding", "horse"), 0.9), (("man", "wearing", "hat"), 1.0),
       (("tree", "near", "horse"), 0.2)]
-  assert got[0].provenance == Provenance("2407890", region=(10, 20, 340, 280))
+  assert got[0].provenance == Provenance(
+      "2407890", region=(10, 20, 340, 280),
+      ref="relationship 15927 (object 1058498 -> object 1058534)")
   assert got[2].provenance.region == (0, 0, 5, 5)
+  assert got[2].provenance.ref == "relationship 15929 (object 7 -> object 1058534)"
+  # the reference survives a JSON round trip; a triple without one writes no "ref" key
+  assert tr.triple_from_json(got[0].to_json()) == got[0]
+  assert "ref" not in Triple("a", "b", "c").to_json()["provenance"]
 
 
 def test_scene_graph_bad_relationship(tmp_path):

@@ -7,8 +7,9 @@ Accepted layout (one image), as in VG's scene_graphs.json / relationships.json:
                       "confidence": float (optional, default 1.0)}, ...]}
 A relationship may instead nest its endpoints, as relationships.json does:
   {"predicate": str, "subject": {object...}, "object": {object...}}
-Each relationship becomes a `Triple` with source "scene", provenance instance = image id and
-region = the union box (x, y, w, h) of subject and object.
+Each relationship becomes a `Triple` with source "scene", provenance instance = image id,
+region = the union box (x, y, w, h) of subject and object, and ref naming the relationship and
+its two objects ("relationship <relationship_id or index> (object <id> -> object <id>)").
 """
 
 from __future__ import annotations
@@ -69,9 +70,11 @@ def scene_graph_triples(graph: dict, where: str = "scene graph", strict: bool = 
           raise TripleFormatError(f"{at}: {end}_id {rel.get(f'{end}_id')!r} is not an object "
                                   f"of this image")
       s, o = ends
+      ref = (f"relationship {rel.get('relationship_id', i)} (object {s.get('object_id', '?')} "
+             f"-> object {o.get('object_id', '?')})")
       out.append(Triple(_name(s, at), rel["predicate"].strip().lower(), _name(o, at),
                         rel.get("confidence", 1.0), "scene",
-                        Provenance(image, region=_union(_box(s), _box(o)))))
+                        Provenance(image, region=_union(_box(s), _box(o)), ref=ref)))
     except TripleFormatError as e:
       if strict:
         raise TripleFormatError(f"{at}: {e}" if not str(e).startswith(at) else str(e)) from None

@@ -7,7 +7,8 @@ instance it belongs to and, where known, an image region `(x, y, w, h)` or a tex
 
 On-disk record (one JSON object; JSONL holds one per line, a JSON file holds a list):
   {"subject": str, "relation": str, "object": str, "confidence": float, "source": str,
-   "provenance": {"instance": str, "region": [x, y, w, h] | null, "span": [start, end] | null}}
+   "provenance": {"instance": str, "region": [x, y, w, h] | null, "span": [start, end] | null,
+                  "ref": str (optional: the record's id in its source)}}
 `provenance` and its keys are optional; unknown keys are rejected so that typos surface.
 
 Reading has two modes: strict (the default) raises `TripleFormatError` naming the file, the line
@@ -36,6 +37,9 @@ class Provenance:
   instance: str = ""
   region: tuple[float, float, float, float] | None = None
   span: tuple[int, int] | None = None
+  # Where in the source the triple was read: e.g. "relationship 12 (object 3 -> object 7)" for
+  # a scene graph, a knowledge base's own id ("wordnet:n02084071"), or None.
+  ref: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +74,8 @@ class Triple:
             "confidence": self.confidence, "source": self.source,
             "provenance": {"instance": p.instance,
                            "region": list(p.region) if p.region is not None else None,
-                           "span": list(p.span) if p.span is not None else None}}
+                           "span": list(p.span) if p.span is not None else None,
+                           **({"ref": p.ref} if p.ref is not None else {})}}
 
   def replace(self, **changes) -> "Triple":
     return dataclasses.replace(self, **changes)
@@ -94,6 +99,8 @@ def _triple_problems(t: Triple) -> list[str]:
     return problems
   if not isinstance(p.instance, str):
     problems.append(f"provenance.instance must be a string, got {p.instance!r}")
+  if p.ref is not None and not isinstance(p.ref, str):
+    problems.append(f"provenance.ref must be a string or null, got {p.ref!r}")
   if p.region is not None and (len(p.region) != 4 or not all(
       isinstance(x, (int, float)) and not isinstance(x, bool) for x in p.region)):
     problems.append(f"provenance.region must be [x, y, w, h] numbers, got {p.region!r}")
@@ -106,7 +113,7 @@ def _triple_problems(t: Triple) -> list[str]:
 
 
 _TRIPLE_KEYS = {"subject", "relation", "object", "confidence", "source", "provenance"}
-_PROVENANCE_KEYS = {"instance", "region", "span"}
+_PROVENANCE_KEYS = {"instance", "region", "span", "ref"}
 
 
 def triple_from_json(record) -> Triple:
@@ -135,7 +142,8 @@ def triple_from_json(record) -> Triple:
       confidence=record.get("confidence", 1.0), source=record.get("source", "scene"),
       provenance=Provenance(instance=prov.get("instance", ""),
                             region=tuple(region) if region is not None else None,
-                            span=tuple(span) if span is not None else None))
+                            span=tuple(span) if span is not None else None,
+                            ref=prov.get("ref")))
 
 
 @dataclasses.dataclass
