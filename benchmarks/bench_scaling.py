@@ -96,7 +96,7 @@ def scenekb_data(split):
   kb = data[split]
   per_instance = {}
   for inst in sorted(kb.images):
-    triples = filter_edges(kb.instance_triples(inst), TAU_EDGE)
+    triples = filter_edges(kb.instance_facts(inst, hops=2), TAU_EDGE)
     per_instance[inst] = sorted({t.verbalize() for t in triples})
   pool = sorted({t for texts in per_instance.values() for t in texts})
   # The scored split's questions come last, so they are the tail of all_questions.

@@ -66,6 +66,7 @@ def get_base_config() -> ml_collections.ConfigDict:
   c.graph.tau_edge = 0.5
   c.graph.tau_kb = 0.7
   c.graph.kb_hops = 2
+  c.graph.kb_max_per_entity = 32  # KB facts added per entity and hop (most confident first)
 
   c.retrieval = ml_collections.ConfigDict()
   c.retrieval.seeds = 15  # K

@@ -54,7 +54,7 @@ def main(argv):
     if inst not in pools:
       others = [i for i in instances if i != inst]
       mixed = [inst] + rng.sample(others, min(_DISTRACTORS.value, len(others)))
-      triples = [t for i in mixed for t in data.instance_triples(i)]
+      triples = [t for i in mixed for t in data.instance_facts(i, config.graph.kb_hops)]
       g = build_instance_graph(triples, tau_edge=config.graph.tau_edge)
       pools[inst] = sg.TriplePool(graph_triples(g), embedder=embedder)
     return pools[inst]

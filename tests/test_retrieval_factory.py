@@ -19,7 +19,7 @@ def pool_and_question():
   embedder = load_embedder()
   kb = scenekb.load("validation")
   q = next(q for q in kb.questions if q.metadata["family"] == "compose")
-  graph = build_instance_graph(kb.instance_triples(q.extra["instance_id"]), tau_edge=0.5)
+  graph = build_instance_graph(kb.instance_facts(q.extra["instance_id"], hops=2), tau_edge=0.5)
   return subgraph.TriplePool(graph_triples(graph), embedder=embedder), embedder, q
 
 

@@ -291,7 +291,7 @@ def test_scenekb_end_to_end(minilm):
   qs = random.Random(random.getrandbits(64)).sample(qs, 8)
   found = 0
   for q in qs:
-    g = build_instance_graph(data.instance_triples(q.extra["instance_id"]), tau_edge=0.5)
+    g = build_instance_graph(data.instance_facts(q.extra["instance_id"], hops=2), tau_edge=0.5)
     pool = sg.TriplePool(graph_triples(g), embedder=minilm)
     got = sg.BoundedRetriever(pool, minilm, sg.SubgraphConfig(seeds=5, n_max=12)).retrieve(
         q.question)

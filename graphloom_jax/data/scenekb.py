@@ -4,18 +4,23 @@ triples (from the scene graph) and the WordNet triples about the scene's objects
 
   kb = scenekb.load("train")
   q = kb.questions[0]
-  triples = kb.instance_triples(q.extra["instance_id"])   # scene + WordNet within 2 hops
+  graph = kb.scene_graph(q.extra["instance_id"])      # VG-style scene graph
+  source = kb.kb_source()                             # WordNet facts for graph.enrich
+
+The instance graph (tau_edge filtering, canonical names, enrichment with tau_KB) is built by
+`graphloom_jax.pipeline.instance.scenekb(kb, instance_id, config=...)`.
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import pathlib
 
 from graphloom_jax.data import mmqa
 from graphloom_jax.graph.scene_graph import scene_graph_triples
-from graphloom_jax.graph.triples import Provenance, Triple, read_triples_jsonl
+from graphloom_jax.graph.enrich import enrich
+from graphloom_jax.graph.kb import TripleKB
+from graphloom_jax.graph.triples import Triple, read_triples_jsonl
 
 FOLDER = pathlib.Path(__file__).resolve().parent / "resources" / "scenekb"
 SPLITS = ("train", "validation", "test")
@@ -28,37 +33,30 @@ class SceneKB:
   texts: dict[str, mmqa.TextDoc]
   kb_triples: list[Triple]
 
-  def __post_init__(self):
-    self._kb_by_subject = collections.defaultdict(list)
-    for t in self.kb_triples:
-      self._kb_by_subject[t.subject].append(t)
-
   def scene_triples(self, instance_id: str) -> list[Triple]:
     """Every scene-graph triple of the instance, noise included (filter with tau_edge)."""
+    return scene_graph_triples(self.scene_graph(instance_id), f"SceneKB image {instance_id}")
+
+  def scene_graph(self, instance_id: str) -> dict:
+    """The instance's Visual-Genome style scene graph (objects with boxes, relationships with
+    extraction confidences)."""
     if instance_id not in self.images:
       raise KeyError(f"SceneKB: no instance {instance_id!r} in MMQA_images.jsonl")
-    image = self.images[instance_id]
-    return scene_graph_triples(image.extra["scene_graph"], f"SceneKB image {instance_id}")
+    return self.images[instance_id].extra["scene_graph"]
 
-  def kb_for(self, entities, hops: int = 2, instance_id: str = "") -> list[Triple]:
-    """WordNet triples reachable from `entities` within `hops`, tagged with the instance."""
-    out, frontier, seen = [], sorted(set(entities)), set(entities)
-    for _ in range(hops):
-      nxt = []
-      for e in frontier:
-        for t in self._kb_by_subject.get(e, ()):
-          out.append(t.replace(provenance=Provenance(instance_id)))
-          if t.object not in seen:
-            seen.add(t.object)
-            nxt.append(t.object)
-      frontier = nxt
-    return out
+  def kb_source(self) -> TripleKB:
+    """The benchmark's WordNet facts as a knowledge source for `graph.enrich`: like
+    `kb.WordNet.neighbors`, an entity's neighbours are the facts with it as subject."""
+    return TripleKB(self.kb_triples, "kb:wordnet", subject_only=True)
 
-  def instance_triples(self, instance_id: str, hops: int = 2) -> list[Triple]:
-    """The instance graph's raw material: scene triples plus WordNet facts about its objects."""
+  def instance_facts(self, instance_id: str, hops: int) -> list[Triple]:
+    """Every fact the benchmark holds about the instance: its scene triples (noise included)
+    and all WordNet facts within `hops` of their entities, with no tau_KB or per-entity cap.
+    This is raw material: GraphLoom's instance graph (pipeline.instance) filters it."""
     scene = self.scene_triples(instance_id)
     entities = {x for t in scene for x in (t.subject, t.object)}
-    return scene + self.kb_for(entities, hops, instance_id)
+    return scene + enrich(entities, [self.kb_source()], tau_kb=0.0, hops=hops,
+                          max_per_entity=len(self.kb_triples), instance=instance_id)
 
 
 def load(split: str = "train", folder=FOLDER) -> SceneKB:

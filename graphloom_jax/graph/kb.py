@@ -286,14 +286,15 @@ def load_conceptnet(path, language: str = "en", normalize: str = "saturate",
 class TripleKB:
   """A KnowledgeSource over a fixed list of triples (ConceptNet, VG150 statistics, ...).
 
-  `neighbors(entity)` returns the triples that have `entity` as subject or object."""
+  `neighbors(entity)` returns the triples that have `entity` as subject or object (only as
+  subject with `subject_only`, the convention of `WordNet.neighbors`)."""
 
-  def __init__(self, triples: Iterable[Triple], name: str):
+  def __init__(self, triples: Iterable[Triple], name: str, subject_only: bool = False):
     self.name = name
     self._by_entity = collections.defaultdict(list)
     for t in triples:
       self._by_entity[t.subject].append(t)
-      if t.object != t.subject:
+      if t.object != t.subject and not subject_only:
         self._by_entity[t.object].append(t)
 
   def neighbors(self, entity: str) -> list[Triple]:

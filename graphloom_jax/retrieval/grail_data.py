@@ -326,7 +326,7 @@ def embedded_evidence_set(folder=None) -> EvidenceSet:
       instance = q.extra.get("instance_id")
       if not isinstance(gold_triples, list) or not isinstance(instance, str):
         raise EvidenceDataError(f"{where}: expected 'gold_triples' (list) and 'instance_id' (str)")
-      local = kb.instance_triples(instance)
+      local = kb.instance_facts(instance, hops=2)
       by_spo = {}
       for t in local:
         by_spo.setdefault(t.key(), t)  # scene triples come first: a scene wording wins

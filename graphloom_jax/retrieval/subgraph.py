@@ -61,14 +61,12 @@ class SubgraphConfig:
 
   @classmethod
   def from_config(cls, retrieval) -> "SubgraphConfig":
-    """From the `retrieval` section of configs/base.py (fields it lacks keep their defaults)."""
-    get = lambda k, d: retrieval.get(k, d) if hasattr(retrieval, "get") else getattr(
-        retrieval, k, d)
-    return cls(seeds=get("seeds", 15), hops=get("hops", 2), d_max=get("d_max", 5),
-               n_max=get("n_max", 50), second_round=get("second_round", "decoder") != "none",
-               bridge_nodes=get("bridge_nodes", 2), bridge_evidence=get("bridge_evidence", 6),
-               query_tokens=get("intermediate_query_tokens", 15),
-               template=get("query_template", cls.template))
+    """From the `retrieval` section of configs/base.py."""
+    return cls(seeds=retrieval.seeds, hops=retrieval.hops, d_max=retrieval.d_max,
+               n_max=retrieval.n_max, second_round=retrieval.second_round != "none",
+               bridge_nodes=retrieval.bridge_nodes, bridge_evidence=retrieval.bridge_evidence,
+               query_tokens=retrieval.intermediate_query_tokens,
+               template=retrieval.query_template)
 
 
 class TriplePool:
@@ -167,15 +165,25 @@ class DecoderQueryWriter:
     self.prompt = prompt
 
   def __call__(self, ctx: RoundOneContext) -> str:
-    prompt = self.prompt.format(question=ctx.question, n=self.max_tokens,
-                                evidence="; ".join(t.verbalize() for t in ctx.evidence))
-    text = self.decoder.generate([prompt], max_new_tokens=self.max_tokens, chat=True)[0]
+    return self.write_batch([ctx])[0]
+
+  def write_batch(self, contexts: Sequence[RoundOneContext]) -> list[str]:
+    """One batched generation for many questions' intermediate queries."""
+    if not contexts:
+      return []
+    prompts = [self.prompt.format(question=c.question, n=self.max_tokens,
+                                  evidence="; ".join(t.verbalize() for t in c.evidence))
+               for c in contexts]
+    texts = self.decoder.generate(prompts, max_new_tokens=self.max_tokens, chat=True)
     tok = getattr(self.decoder, "tokenizer", None)
-    if tok is not None and hasattr(tok, "encode") and hasattr(tok, "decode"):
-      ids = tok.encode(text)
-      if len(ids) > self.max_tokens:
-        text = tok.decode(ids[:self.max_tokens])
-    return text.strip().splitlines()[0].strip() if text.strip() else ctx.question
+    out = []
+    for ctx, text in zip(contexts, texts):
+      if tok is not None and hasattr(tok, "encode") and hasattr(tok, "decode"):
+        ids = tok.encode(text)
+        if len(ids) > self.max_tokens:
+          text = tok.decode(ids[:self.max_tokens])
+      out.append(text.strip().splitlines()[0].strip() if text.strip() else ctx.question)
+    return out
 
 
 @dataclasses.dataclass
@@ -256,57 +264,115 @@ class BoundedRetriever:
       frontier = sorted(nxt - visited)
     return chosen
 
-  def retrieve(self, question: str, question_embedding: np.ndarray | None = None) -> Subgraph:
+  def first_round(self, question: str, question_embedding: np.ndarray | None = None
+                  ) -> "RoundOne":
+    """Round 1 (seeds + bounded expansion) and, when a second round is configured and the
+    subgraph has bridge nodes, the context its query writer needs."""
     c = self.config
     timings = {}
     t0 = time.perf_counter()
     q = self._embed(question) if question_embedding is None else np.asarray(
         question_embedding, np.float32)
     timings["embed_question"] = time.perf_counter() - t0
-
     t0 = time.perf_counter()
     seeds = self.pool.top(q, c.seeds)
     timings["seeds"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     first = self.expand(q, seeds)
     timings["expand"] = time.perf_counter() - t0
-
-    rounds = {i: 1 for i in first}
-    bridges, inter = [], None
+    bridges, ctx = [], None
     if c.second_round and first:
       t0 = time.perf_counter()
       round_one = [self.pool.triples[i] for i in first]
       bridges = [n for n, _ in bridge_nodes(round_one)][:c.bridge_nodes]
-      timings["bridges"] = time.perf_counter() - t0
       if bridges:
         at = [i for i in first if self.pool.triples[i].subject in bridges
               or self.pool.triples[i].object in bridges]
         at = self.pool.order(at, self.pool.scores(q, at))[:c.bridge_evidence]
         ctx = RoundOneContext(question, q, bridges, [self.pool.triples[i] for i in at],
                               self.pool.embeddings[at], round_one)
-        t0 = time.perf_counter()
-        written = self.query_writer(ctx)
-        if isinstance(written, str):
-          inter = written
-          q2 = self._embed(written)
-        else:
-          q2 = np.asarray(written, np.float32)
-          if q2.shape != q.shape:
-            raise ValueError(f"query writer returned a vector of shape {q2.shape}; expected "
-                             f"{q.shape} like the question embedding")
-          q2 = q2 / max(float(np.linalg.norm(q2)), 1e-12)
-        timings["intermediate_query"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        second = self.expand(q2, self.pool.top(q2, c.seeds))
-        for i in second:
-          rounds.setdefault(i, 2)
-        timings["second_round"] = time.perf_counter() - t0
+      timings["bridges"] = time.perf_counter() - t0
+    return RoundOne(question, q, first, bridges, ctx, timings)
 
+  def second_round(self, r1: "RoundOne", written: "str | np.ndarray | None" = None,
+                   write_seconds: float = 0.0) -> Subgraph:
+    """Round 2 with the writer's output (when round 1 produced a context), then the merge: the
+    union of both rounds cut to the top N_max by the original question score."""
+    c = self.config
+    q = r1.question_embedding
+    timings = dict(r1.timings)
+    rounds = {i: 1 for i in r1.first}
+    inter = None
+    if r1.context is not None:
+      if written is None:
+        raise ValueError(f"question {r1.question!r}: round 1 found bridge nodes but no "
+                         "intermediate query was written for the second round")
+      t0 = time.perf_counter()
+      if isinstance(written, str):
+        inter = written
+        q2 = self._embed(written)
+      else:
+        q2 = np.asarray(written, np.float32)
+        if q2.shape != q.shape:
+          raise ValueError(f"query writer returned a vector of shape {q2.shape}; expected "
+                           f"{q.shape} like the question embedding")
+        q2 = q2 / max(float(np.linalg.norm(q2)), 1e-12)
+      timings["intermediate_query"] = write_seconds + time.perf_counter() - t0
+      t0 = time.perf_counter()
+      for i in self.expand(q2, self.pool.top(q2, c.seeds)):
+        rounds.setdefault(i, 2)
+      timings["second_round"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    ids = list(rounds)
-    ids = self.pool.order(ids, self.pool.scores(q, ids))[:c.n_max]
+    ids = self.pool.order(list(rounds), self.pool.scores(q, list(rounds)))[:c.n_max]
     scores = self.pool.scores(q, ids).astype(np.float32) if ids else np.zeros(0, np.float32)
     timings["merge"] = time.perf_counter() - t0
     timings["total"] = sum(timings.values())
     return Subgraph([self.pool.triples[i] for i in ids], scores, [rounds[i] for i in ids], ids,
-                    timings, bridges, inter)
+                    timings, r1.bridges, inter)
+
+  def retrieve(self, question: str, question_embedding: np.ndarray | None = None) -> Subgraph:
+    r1 = self.first_round(question, question_embedding)
+    written, seconds = None, 0.0
+    if r1.context is not None:
+      t0 = time.perf_counter()
+      written = self.query_writer(r1.context)
+      seconds = time.perf_counter() - t0
+    return self.second_round(r1, written, seconds)
+
+
+@dataclasses.dataclass
+class RoundOne:
+  """Round 1 of one question: the chosen pool rows and the writer's context (None: no second
+  round for this question)."""
+  question: str
+  question_embedding: np.ndarray  # [D]
+  first: list[int]
+  bridges: list[str]
+  context: RoundOneContext | None
+  timings: dict[str, float]
+
+
+def retrieve_batch(retrievers: Sequence[BoundedRetriever], questions: Sequence[str],
+                   question_embeddings: Sequence[np.ndarray], writer: QueryWriter | None
+                   ) -> list[Subgraph]:
+  """`retrieve` for many questions (one retriever per question's pool) with one batched call to
+  the query writer when it offers `write_batch` (the decoder writes all intermediate queries
+  in one generation), else one call per question."""
+  r1s = [r.first_round(q, e) for r, q, e in zip(retrievers, questions, question_embeddings)]
+  todo = [j for j, r1 in enumerate(r1s) if r1.context is not None]
+  written: dict[int, object] = {}
+  seconds = 0.0
+  if todo:
+    if writer is None:
+      raise ValueError("round 1 found bridge nodes but no query writer was given")
+    t0 = time.perf_counter()
+    contexts = [r1s[j].context for j in todo]
+    batch = getattr(writer, "write_batch", None)
+    outs = batch(contexts) if batch is not None else [writer(c) for c in contexts]
+    if len(outs) != len(contexts):
+      raise RuntimeError(f"query writer returned {len(outs)} queries for {len(contexts)} "
+                         "questions")
+    written = dict(zip(todo, outs))
+    seconds = (time.perf_counter() - t0) / len(todo)
+  return [r.second_round(r1, written.get(j), seconds if j in written else 0.0)
+          for j, (r, r1) in enumerate(zip(retrievers, r1s))]
