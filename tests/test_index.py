@@ -208,3 +208,244 @@ def test_scann_bad_options():
     ScannIndex(vectors).search(vectors[:1], 3, leaves_to_search=4)
   with pytest.raises(ValueError, match="needs at least one vector"):
     ScannIndex(np.zeros((0, 8), np.float32))
+
+
+# --- saved folders are data, never code --------------------------------------------------------
+
+def _scann_saved(tmp_path, n=60, d=8):
+  rng, _ = _rng()
+  vectors = _unit(rng.standard_normal((n, d)))
+  ids = rng.permutation(10 * n)[:n]
+  index = ScannIndex(vectors, ids)
+  index.save(tmp_path / "idx")
+  return index, vectors, ids, tmp_path / "idx"
+
+
+def test_scann_load_never_unpickles(tmp_path):
+  import pickle
+
+  index, vectors, ids, folder = _scann_saved(tmp_path)
+  marker = tmp_path / "payload-ran"
+
+  class Payload:
+    def __reduce__(self):
+      return (open, (str(marker), "w"))
+
+  (folder / "scann" / "scann_docids.pkl").write_bytes(pickle.dumps(Payload()))
+  loaded = load_index(folder)
+  assert not marker.exists()
+  np.testing.assert_array_equal(np.sort(loaded.ids), np.sort(ids))
+  np.testing.assert_array_equal(loaded.search(vectors[:5], 3)[0], index.search(vectors[:5], 3)[0])
+
+
+def test_scann_save_writes_no_pickle(tmp_path):
+  _, _, _, folder = _scann_saved(tmp_path)
+  assert not list(folder.rglob("*.pkl"))
+  assert np.load(folder / "ids.npy", allow_pickle=False).dtype == np.int64
+
+
+@pytest.mark.parametrize("how", ["dotdot", "absolute", "symlink"])
+def test_scann_asset_outside_folder_refused(tmp_path, how):
+  _, _, _, folder = _scann_saved(tmp_path)
+  outside = tmp_path / "elsewhere"
+  outside.mkdir()
+  shutil.copy(folder / "scann" / "dataset.npy", outside / "dataset.npy")
+  assets = folder / "scann" / "scann_assets.pbtxt"
+  if how == "symlink":
+    (folder / "scann" / "dataset.npy").unlink()
+    (folder / "scann" / "dataset.npy").symlink_to(outside / "dataset.npy")
+  else:
+    target = "../../elsewhere/dataset.npy" if how == "dotdot" else str(outside / "dataset.npy")
+    assets.write_text(assets.read_text().replace('"dataset.npy"', f'"{target}"'))
+  with pytest.raises(ValueError, match="resolves outside the index folder"):
+    load_index(folder)
+
+
+def test_scann_config_naming_files_refused(tmp_path):
+  from scann.proto import scann_pb2
+
+  _, _, _, folder = _scann_saved(tmp_path)
+  path = folder / "scann" / "scann_config.pb"
+  config = scann_pb2.ScannConfig()
+  config.ParseFromString(path.read_bytes())
+  config.input_output.database_wildcard = "/etc/passwd"
+  path.write_bytes(config.SerializeToString())
+  with pytest.raises(ValueError, match="names files.*database_wildcard"):
+    load_index(folder)
+
+
+@pytest.mark.parametrize("cls", [ExactIndex, ScannIndex])
+def test_missing_ids_is_an_error(tmp_path, cls):
+  rng, _ = _rng()
+  cls(_unit(rng.standard_normal((40, 8))), rng.permutation(400)[:40]).save(tmp_path / "i")
+  (tmp_path / "i" / "ids.npy").unlink()
+  with pytest.raises(FileNotFoundError, match="ids.npy not found.*must hold its ids"):
+    load_index(tmp_path / "i")
+
+
+@pytest.mark.parametrize("cls", [ExactIndex, ScannIndex])
+def test_pickled_or_float_ids_file_refused(tmp_path, cls):
+  rng, _ = _rng()
+  cls(_unit(rng.standard_normal((40, 8)))).save(tmp_path / "i")
+  np.save(tmp_path / "i" / "ids.npy", np.array([object()] * 40), allow_pickle=True)
+  with pytest.raises(ValueError, match="ids.npy: not a plain integer"):
+    load_index(tmp_path / "i")
+  np.save(tmp_path / "i" / "ids.npy", np.arange(40.0))
+  with pytest.raises(ValueError, match="ids.npy must be integers"):
+    load_index(tmp_path / "i")
+
+
+@pytest.mark.parametrize("edit,match", [
+    ({"chunk": 0}, "'chunk' must be an integer >= 1, got 0"),
+    ({"count": None}, "'count' must be an integer >= 0, got None"),
+    ({"dim": 8.5}, "'dim' must be an integer >= 1, got 8.5"),
+    ({"query_batch": True}, "'query_batch' must be an integer >= 1, got True"),
+])
+def test_bad_metadata_named(tmp_path, edit, match):
+  rng, _ = _rng()
+  ExactIndex(_unit(rng.standard_normal((40, 8)))).save(tmp_path / "i")
+  path = tmp_path / "i" / "index.json"
+  meta = {**__import__("json").loads(path.read_text()), **edit}
+  meta = {k: v for k, v in meta.items() if v is not None}
+  path.write_text(__import__("json").dumps(meta))
+  with pytest.raises(ValueError, match=f"index.json: {match}"):
+    load_index(tmp_path / "i")
+
+
+def test_bad_scann_metadata_named(tmp_path):
+  _, _, _, folder = _scann_saved(tmp_path)
+  path = folder / "index.json"
+  import json
+  meta = json.loads(path.read_text())
+  path.write_text(json.dumps({**meta, "options": {"mode": "magic"}}))
+  with pytest.raises(ValueError, match="index.json: 'options' must be an object"):
+    load_index(folder)
+  path.write_text("[1, 2]")
+  with pytest.raises(ValueError, match="index.json: expected a JSON object"):
+    load_index(folder)
+
+
+# --- index operations validated before anything changes --------------------------------------
+
+@pytest.mark.parametrize("kind", ["exact", "scann"])
+@pytest.mark.parametrize("bad,error,match", [
+    ([7, 7], ValueError, "delete ids holds duplicates: \\[7\\]"),
+    ([7.0], ValueError, "delete ids must be integers, got dtype float64"),
+    ([True], ValueError, "delete ids must be integers, got dtype bool"),
+    ([7, 10**9], KeyError, "ids not in the index: \\[1000000000\\]"),
+    ([-1], ValueError, "must be non-negative"),
+])
+def test_bad_delete_changes_nothing(kind, bad, error, match):
+  rng, _ = _rng()
+  vectors = _unit(rng.standard_normal((50, 8)))
+  index = ExactIndex(vectors) if kind == "exact" else ScannIndex(vectors)
+  before = index.search(vectors, 5)
+  with pytest.raises(error, match=match):
+    index.delete(bad)
+  assert len(index) == 50
+  np.testing.assert_array_equal(np.sort(index.ids), np.arange(50))
+  after = index.search(vectors, 5)
+  np.testing.assert_array_equal(after[0], before[0])
+  index.delete([7])  # a good delete afterwards behaves
+  got = index.search(vectors, 49)[0]
+  assert 7 not in got and got.min() >= 0 and got.max() < 50
+
+
+@pytest.mark.parametrize("cls", [ExactIndex, ScannIndex])
+def test_k_bool_refused(cls):
+  rng, _ = _rng()
+  vectors = _unit(rng.standard_normal((20, 8)))
+  with pytest.raises(ValueError, match="k must be a positive int, got True"):
+    cls(vectors).search(vectors[:2], True)
+
+
+# --- atomic, consistent saves ----------------------------------------------------------------
+
+@pytest.mark.parametrize("cls", [ExactIndex, ScannIndex])
+def test_failed_save_keeps_previous_index(tmp_path, cls, monkeypatch):
+  from graphloom_jax.retrieval import index as index_lib
+
+  rng, _ = _rng()
+  old = _unit(rng.standard_normal((40, 8)))
+  cls(old).save(tmp_path / "i")
+
+  def full_disk(*args, **kwargs):
+    raise OSError(28, "No space left on device")
+
+  monkeypatch.setattr(index_lib.np, "save", full_disk)
+  with pytest.raises(OSError, match="No space left"):
+    cls(_unit(rng.standard_normal((90, 8)))).save(tmp_path / "i")
+  monkeypatch.undo()
+  loaded = load_index(tmp_path / "i")
+  assert len(loaded) == 40
+  np.testing.assert_array_equal(loaded.search(old, 1)[0][:, 0], np.arange(40))
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["i"]
+
+
+def test_save_refuses_a_folder_of_other_files(tmp_path):
+  (tmp_path / "w").mkdir()
+  (tmp_path / "w" / "notes.txt").write_text("mine")
+  with pytest.raises(FileExistsError, match="holds other files"):
+    ExactIndex(np.eye(4, dtype=np.float32)).save(tmp_path / "w")
+  assert (tmp_path / "w" / "notes.txt").read_text() == "mine"
+
+
+def test_load_during_saves_sees_old_or_new(tmp_path):
+  import threading
+
+  rng, _ = _rng()
+  versions = {n: (_unit(rng.standard_normal((n, 16))), rng.permutation(10 * n)[:n])
+              for n in (300, 700)}
+  ExactIndex(*versions[300]).save(tmp_path / "i")
+  stop = threading.Event()
+
+  def saver():
+    while not stop.is_set():
+      for n in versions:
+        ExactIndex(*versions[n]).save(tmp_path / "i")
+
+  thread = threading.Thread(target=saver)
+  thread.start()
+  try:
+    for _ in range(40):
+      loaded = load_index(tmp_path / "i")
+      vectors, ids = versions[len(loaded)]
+      np.testing.assert_array_equal(loaded.ids, ids)
+      np.testing.assert_array_equal(loaded.search(vectors[:3], 1)[0][:, 0], ids[:3])
+  finally:
+    stop.set()
+    thread.join()
+
+
+@pytest.mark.parametrize("cls", [ExactIndex, ScannIndex])
+def test_save_during_upserts_is_a_consistent_snapshot(tmp_path, cls):
+  import threading
+
+  rng, _ = _rng()
+  d = 8
+  index = cls(_unit(rng.standard_normal((50, d))))
+  new = _unit(rng.standard_normal((400, d)))
+  done = threading.Event()
+
+  def writer():
+    for i in range(len(new)):
+      index.upsert([1000 + i], new[i:i + 1])
+    done.set()
+
+  thread = threading.Thread(target=writer)
+  thread.start()
+  saves = 0
+  while not done.is_set() or saves == 0:
+    index.save(tmp_path / f"s{saves}")
+    saves += 1
+  thread.join()
+  for s in range(saves):
+    loaded = load_index(tmp_path / f"s{s}")
+    ids = np.sort(loaded.ids)
+    added = ids[ids >= 1000] - 1000
+    # A snapshot holds the original rows and a prefix of the upserts, each at its own vector.
+    np.testing.assert_array_equal(ids[ids < 1000], np.arange(50))
+    np.testing.assert_array_equal(added, np.arange(len(added)))
+    if len(added):
+      got = loaded.search(new[:len(added)], 1)[0][:, 0]
+      np.testing.assert_array_equal(got, 1000 + np.arange(len(added)))

@@ -6,8 +6,18 @@ Both score by inner product, which is the cosine for the unit rows the embedder 
 both speak in external integer ids (given at construction, default 0..N-1):
 `search(queries [Q, D], k) -> (ids int64 [Q, k], scores float32 [Q, k])`, best first.
 `upsert(ids, vectors)` replaces the rows of known ids and appends new ones; `delete(ids)`
-removes them (unknown ids are an error). `save(dir)` and `load_index(dir)` round-trip either
-kind through a folder with an `index.json` describing it.
+removes them (unknown, repeated or non-integer ids are an error, raised before anything
+changes). `save(dir)` and `load_index(dir)` round-trip either kind through a folder with an
+`index.json` describing it and the external ids in `ids.npy`.
+
+Saved folders are data, never code: nothing is unpickled (ScaNN's own `serialize` pickles its id
+list to `scann_docids.pkl`; we write `ids.npy` instead, load it with `allow_pickle=False` and
+rebuild ScaNN's id map from it), and every asset path ScaNN's files name must resolve inside the
+folder. A save builds the whole folder beside the target and swaps it in (`atomic.atomic_dir`),
+so a kill leaves the previous index loadable; a save holds the index's lock, so an upsert from
+another thread waits for it instead of tearing the snapshot; and `load_index` re-reads
+`index.json` after loading and retries if a concurrent save replaced the folder meanwhile, so it
+returns the old or the new index, never a mix.
 
 ExactIndex runs one jitted function per (query batch, k): the pool is padded to whole chunks and
 scanned chunk by chunk, keeping a running top-k, so a 1M x 384 pool never materialises a
@@ -25,13 +35,26 @@ import functools
 import json
 import math
 import pathlib
+import threading
+import time
+import uuid
 from typing import Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from graphloom_jax import atomic
+
 INDEX_FILE = "index.json"
+IDS_FILE = "ids.npy"
+SCANN_DIR = "scann"
+SCANN_ASSETS = "scann_assets.pbtxt"
+SCANN_CONFIG = "scann_config.pb"
+# A concurrent save swaps the folder in two renames; a load that meets the gap retries for up to
+# LOAD_RETRIES * LOAD_RETRY_S seconds before it treats the folder as left by a killed save.
+LOAD_RETRIES = 20
+LOAD_RETRY_S = 0.05
 
 
 @runtime_checkable
@@ -72,11 +95,14 @@ def _check_matrix(x, name: str, dim: int | None = None) -> np.ndarray:
   return x
 
 
-def _check_ids(ids, n: int, name: str = "ids") -> np.ndarray:
+def _check_ids(ids, n: int | None, name: str = "ids") -> np.ndarray:
+  """ids as int64 [n] (any length when n is None): integers, unique, non-negative."""
   ids = np.asarray(ids)
-  if ids.ndim != 1 or len(ids) != n:
-    raise ValueError(f"{name} must be a 1-D array of {n} ids, got shape {ids.shape}")
+  if ids.ndim != 1 or (n is not None and len(ids) != n):
+    raise ValueError(f"{name} must be a 1-D array of {n if n is not None else 'the'} ids, got "
+                     f"shape {ids.shape}")
   if len(ids) and not np.issubdtype(ids.dtype, np.integer):
+    # bools are refused too: np.bool_ is not an integer dtype, and True as id 1 hides a bug
     raise ValueError(f"{name} must be integers, got dtype {ids.dtype}")
   ids = ids.astype(np.int64)
   uniq, counts = np.unique(ids, return_counts=True)
@@ -88,16 +114,52 @@ def _check_ids(ids, n: int, name: str = "ids") -> np.ndarray:
   return ids
 
 
+def _check_delete_ids(ids, known: np.ndarray) -> np.ndarray:
+  ids = _check_ids(np.asarray(ids).reshape(-1), None, "delete ids")
+  unknown = np.setdiff1d(ids, known)
+  if len(unknown):
+    raise KeyError(f"delete: ids not in the index: {unknown[:10].tolist()}")
+  return ids
+
+
 def _check_k(k, size: int):
-  if not isinstance(k, (int, np.integer)) or k < 1:
+  if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
     raise ValueError(f"k must be a positive int, got {k!r}")
   if k > size:
     raise ValueError(f"k={k} exceeds the number of indexed vectors ({size})")
 
 
+def _save_folder(directory) -> pathlib.Path:
+  """The target of a save, refused when it is a folder of something other than an index (the
+  save replaces the whole folder)."""
+  directory = pathlib.Path(directory)
+  if directory.exists() and not directory.is_dir():
+    raise NotADirectoryError(f"cannot save an index to {directory}: it is a file")
+  if directory.is_dir() and any(directory.iterdir()) and not (directory / INDEX_FILE).is_file():
+    raise FileExistsError(f"refusing to save an index to {directory}: the folder holds other "
+                          f"files and no {INDEX_FILE}, and a save replaces the whole folder")
+  return directory
+
+
 def _write_meta(directory: pathlib.Path, meta: dict):
-  directory.mkdir(parents=True, exist_ok=True)
+  # save_id makes every save's index.json unique, which is how load_index notices a swap.
+  meta = {**meta, "save_id": uuid.uuid4().hex}
   (directory / INDEX_FILE).write_text(json.dumps(meta, indent=1, sort_keys=True))
+
+
+def _load_ids(directory: pathlib.Path, count: int) -> np.ndarray:
+  path = directory / IDS_FILE
+  if not path.is_file():
+    raise FileNotFoundError(f"{path} not found: a saved index must hold its ids (row numbers "
+                            "are never used in their place); re-save the index")
+  try:
+    ids = np.load(path, allow_pickle=False)
+  except ValueError as e:
+    raise ValueError(f"{path}: not a plain integer .npy array ({e})") from None
+  try:
+    return _check_ids(ids, count, str(path))
+  except ValueError as e:
+    raise ValueError(f"{e} ({INDEX_FILE} says count {count})") from None
 
 
 @functools.partial(jax.jit, static_argnames=("k", "chunk"))
@@ -140,6 +202,7 @@ class ExactIndex:
     self._ids = (np.arange(len(vectors), dtype=np.int64) if ids is None
                  else _check_ids(ids, len(vectors)))
     self._pool = None
+    self._lock = threading.RLock()
 
   def __len__(self) -> int:
     return len(self._ids)
@@ -180,39 +243,47 @@ class ExactIndex:
   def upsert(self, ids, vectors) -> None:
     vectors = _check_matrix(vectors, "vectors", self.dim)
     ids = _check_ids(ids, len(vectors))
-    pos = {int(e): i for i, e in enumerate(self._ids)}
-    known = np.array([int(e) in pos for e in ids], bool)
-    self._vectors[[pos[int(e)] for e in ids[known]]] = vectors[known]
-    self._vectors = np.concatenate([self._vectors, vectors[~known]])
-    self._ids = np.concatenate([self._ids, ids[~known]])
-    self._pool = None
+    with self._lock:
+      pos = {int(e): i for i, e in enumerate(self._ids)}
+      known = np.array([int(e) in pos for e in ids], bool)
+      # A new array, never in-place writes: a save snapshotting the old one stays consistent.
+      updated = np.concatenate([self._vectors, vectors[~known]])
+      updated[[pos[int(e)] for e in ids[known]]] = vectors[known]
+      self._vectors = updated
+      self._ids = np.concatenate([self._ids, ids[~known]])
+      self._pool = None
 
   def delete(self, ids) -> None:
-    ids = np.asarray(ids, np.int64).reshape(-1)
-    keep = ~np.isin(self._ids, ids)
-    unknown = np.setdiff1d(ids, self._ids)
-    if len(unknown):
-      raise KeyError(f"delete: ids not in the index: {unknown[:10].tolist()}")
-    self._vectors, self._ids = self._vectors[keep], self._ids[keep]
-    self._pool = None
+    with self._lock:
+      ids = _check_delete_ids(ids, self._ids)
+      keep = ~np.isin(self._ids, ids)
+      self._vectors, self._ids = self._vectors[keep], self._ids[keep]
+      self._pool = None
 
   def save(self, directory) -> None:
-    directory = pathlib.Path(directory)
-    _write_meta(directory, {"kind": "exact", "dim": self.dim, "count": len(self),
-                            "query_batch": self.query_batch, "chunk": self.chunk})
-    np.save(directory / "vectors.npy", self._vectors)
-    np.save(directory / "ids.npy", self._ids)
+    directory = _save_folder(directory)
+    with self._lock:
+      vectors, ids = self._vectors, self._ids
+    with atomic.atomic_dir(directory) as tmp:
+      np.save(tmp / "vectors.npy", vectors)
+      np.save(tmp / IDS_FILE, ids)
+      _write_meta(tmp, {"kind": "exact", "dim": self.dim, "count": len(ids),
+                        "query_batch": self.query_batch, "chunk": self.chunk})
 
   @classmethod
   def load(cls, directory) -> "ExactIndex":
     directory = pathlib.Path(directory)
     meta = _read_meta(directory, "exact")
-    vectors = np.load(directory / "vectors.npy")
-    ids = np.load(directory / "ids.npy")
-    if vectors.shape != (meta["count"], meta["dim"]) or ids.shape != (meta["count"],):
-      raise ValueError(f"{directory}: vectors {vectors.shape} / ids {ids.shape} disagree with "
-                       f"{INDEX_FILE} (count {meta['count']}, dim {meta['dim']})")
-    return cls(vectors, ids, query_batch=meta["query_batch"], chunk=meta["chunk"])
+    path = directory / "vectors.npy"
+    try:
+      vectors = np.load(path, allow_pickle=False)
+    except ValueError as e:
+      raise ValueError(f"{path}: not a plain float .npy array ({e})") from None
+    if vectors.shape != (meta["count"], meta["dim"]):
+      raise ValueError(f"{path}: shape {vectors.shape} disagrees with {INDEX_FILE} (count "
+                       f"{meta['count']}, dim {meta['dim']})")
+    return cls(_check_matrix(vectors, str(path)), _load_ids(directory, meta["count"]),
+               query_batch=meta["query_batch"], chunk=meta["chunk"])
 
 
 def scann_defaults(n: int) -> dict:
@@ -254,6 +325,7 @@ class ScannIndex:
     self.dim = vectors.shape[1]
     self.options = {**scann_defaults(len(vectors)), **options}
     self._searcher = self._build(vectors, ids)
+    self._lock = threading.RLock()
 
   def _build(self, vectors, ids):
     import scann
@@ -316,33 +388,44 @@ class ScannIndex:
     vectors = _check_matrix(vectors, "vectors", self.dim)
     ids = _check_ids(ids, len(vectors))
     if len(ids):
-      self._searcher.upsert([int(i) for i in ids], vectors)
+      with self._lock:
+        self._searcher.upsert([int(i) for i in ids], vectors)
 
   def delete(self, ids) -> None:
-    ids = [int(i) for i in np.asarray(ids, np.int64).reshape(-1)]
-    unknown = sorted(set(ids) - set(self._searcher.docid_to_id))
-    if unknown:
-      raise KeyError(f"delete: ids not in the index: {unknown[:10]}")
-    if ids:
-      self._searcher.delete(ids)
+    with self._lock:
+      # Validated in full first: ScaNN's own delete applies ids one by one, so a repeated or
+      # unknown id half-applied it and desynchronised its id list from the searcher.
+      ids = _check_delete_ids(ids, self.ids)
+      if len(ids):
+        self._searcher.delete([int(i) for i in ids])
 
   def save(self, directory) -> None:
-    directory = pathlib.Path(directory)
-    _write_meta(directory, {"kind": "scann", "dim": self.dim, "count": len(self),
-                            "options": self.options})
-    (directory / "scann").mkdir(exist_ok=True)
-    self._searcher.serialize(str(directory / "scann"), relative_path=True)
+    directory = _save_folder(directory)
+    with self._lock, atomic.atomic_dir(directory) as tmp:
+      (tmp / SCANN_DIR).mkdir()
+      # The C++ searcher directly: the Python wrapper's serialize also pickles the ids.
+      self._searcher.searcher.serialize(str(tmp / SCANN_DIR), True)
+      np.save(tmp / IDS_FILE, self.ids)
+      _write_meta(tmp, {"kind": "scann", "dim": self.dim, "count": len(self),
+                        "options": self.options})
 
   @classmethod
   def load(cls, directory) -> "ScannIndex":
     import scann
+    import scann_pybind
 
     directory = pathlib.Path(directory)
     meta = _read_meta(directory, "scann")
+    ids = _load_ids(directory, meta["count"])
+    artifacts = directory / SCANN_DIR
+    assets = _checked_scann_assets(artifacts)
+    _check_scann_config(artifacts / SCANN_CONFIG)
     self = cls.__new__(cls)
     self.dim = meta["dim"]
     self.options = meta["options"]
-    self._searcher = scann.scann_ops_pybind.load_searcher(str(directory / "scann"))
+    self._lock = threading.RLock()
+    self._searcher = scann.scann_ops_pybind.ScannSearcher(
+        scann_pybind.ScannNumpy(str(artifacts), assets), docids=[int(i) for i in ids])
     if len(self) != meta["count"]:
       raise ValueError(f"{directory}: ScaNN searcher holds {len(self)} vectors, {INDEX_FILE} "
                        f"says {meta['count']}")
@@ -351,25 +434,137 @@ class ScannIndex:
     return self
 
 
+def _inside(path: pathlib.Path, folder: pathlib.Path) -> bool:
+  return path.resolve().is_relative_to(folder.resolve())
+
+
+def _checked_scann_assets(artifacts: pathlib.Path) -> str:
+  """ScaNN's asset list as text for ScannNumpy, every path made absolute after checking that it
+  resolves (symlinks followed) to a file inside `artifacts`."""
+  from google.protobuf import text_format
+  from scann.scann_ops import scann_assets_pb2
+
+  path = artifacts / SCANN_ASSETS
+  if not path.is_file():
+    raise FileNotFoundError(f"{path} not found: {artifacts} is not a saved ScaNN searcher")
+  assets = scann_assets_pb2.ScannAssets()
+  try:
+    text_format.Parse(path.read_text(encoding="utf-8"), assets)
+  except (text_format.ParseError, UnicodeDecodeError) as e:
+    raise ValueError(f"{path}: not a ScaNN asset list ({e})") from None
+  for asset in assets.assets:
+    target = artifacts / asset.asset_path
+    if not _inside(target, artifacts):
+      raise ValueError(f"{path}: asset path {asset.asset_path!r} resolves outside the index "
+                       f"folder {artifacts}; refusing to read it")
+    if not target.is_file():
+      raise FileNotFoundError(f"{path}: asset {asset.asset_path!r} is missing")
+    asset.asset_path = str(target.resolve())
+  return text_format.MessageToString(assets)
+
+
+def _check_scann_config(path: pathlib.Path):
+  """Refuses a ScaNN config that names files: ours never do, and ScaNN would read them."""
+  from scann.proto import scann_pb2
+
+  if not path.is_file():
+    raise FileNotFoundError(f"{path} not found: the index folder lacks ScaNN's config")
+  config = scann_pb2.ScannConfig()
+  try:
+    config.ParseFromString(path.read_bytes())
+  except Exception as e:  # protobuf's DecodeError is not exported under one stable name
+    raise ValueError(f"{path}: not a ScaNN config ({e})") from None
+
+  def named_files(message, prefix=""):
+    for field, value in message.ListFields():
+      name = prefix + field.name
+      if field.message_type is not None:
+        for item in ([value] if hasattr(value, "ListFields") else value):  # one or repeated
+          yield from named_files(item, name + ".")
+      elif field.type == field.TYPE_STRING and any(
+          w in field.name for w in ("file", "path", "dir", "wildcard")) and value:
+        yield name, value
+
+  found = list(named_files(config))
+  if found:
+    raise ValueError(f"{path}: the ScaNN config names files {found[:5]}; saved indexes never "
+                     "do, refusing to load it")
+
+
+def _meta_int(meta: dict, key: str, path: pathlib.Path, minimum: int) -> int:
+  value = meta.get(key)
+  if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    raise ValueError(f"{path}: {key!r} must be an integer >= {minimum}, got {value!r}")
+  return value
+
+
 def _read_meta(directory: pathlib.Path, kind: str | None = None) -> dict:
   path = directory / INDEX_FILE
   if not path.is_file():
     raise FileNotFoundError(f"{path} not found: {directory} is not a saved index")
   try:
-    meta = json.loads(path.read_text())
-  except json.JSONDecodeError as e:
+    meta = json.loads(path.read_text(encoding="utf-8"))
+  except (json.JSONDecodeError, UnicodeDecodeError) as e:
     raise ValueError(f"{path}: invalid JSON ({e})") from None
+  if not isinstance(meta, dict):
+    raise ValueError(f"{path}: expected a JSON object, got {type(meta).__name__}")
   if kind is not None and meta.get("kind") != kind:
     raise ValueError(f"{path}: kind is {meta.get('kind')!r}, expected {kind!r}")
+  if kind is not None:
+    _meta_int(meta, "dim", path, 1)
+    _meta_int(meta, "count", path, 0)
+  if kind == "exact":
+    _meta_int(meta, "query_batch", path, 1)
+    _meta_int(meta, "chunk", path, 1)
+  if kind == "scann":
+    options = meta.get("options")
+    if not isinstance(options, dict) or options.get("mode") not in ("brute_force", "tree_ah"):
+      raise ValueError(f"{path}: 'options' must be an object whose 'mode' is 'brute_force' or "
+                       f"'tree_ah', got {options!r}")
+    unknown = set(options) - set(ScannIndex.OPTIONS)
+    if unknown:
+      raise ValueError(f"{path}: unknown ScaNN options {sorted(unknown)}")
+    if "num_threads" in options:
+      _meta_int(options, "num_threads", path, 0)
   return meta
 
 
 def load_index(directory) -> ExactIndex | ScannIndex:
-  """An index saved with `.save(directory)`, of whichever kind it was."""
+  """An index saved with `.save(directory)`, of whichever kind it was.
+
+  Safe against a concurrent save of the same folder: the load is retried when `index.json`
+  changed while the files were read, so the result is the old or the new index, never a mix.
+  A folder that a killed save left renamed aside is put back first.
+  """
   directory = pathlib.Path(directory)
-  kind = _read_meta(directory).get("kind")
   loaders = {"exact": ExactIndex.load, "scann": ScannIndex.load}
-  if kind not in loaders:
-    raise ValueError(f"{directory / INDEX_FILE}: unknown index kind {kind!r}, expected one of "
-                     f"{sorted(loaders)}")
-  return loaders[kind](directory)
+  for _ in range(LOAD_RETRIES):
+    if not directory.exists():
+      time.sleep(LOAD_RETRY_S)  # a concurrent save between its two renames
+      continue
+    before = _meta_bytes(directory)
+    kind = _read_meta(directory).get("kind")
+    if kind not in loaders:
+      raise ValueError(f"{directory / INDEX_FILE}: unknown index kind {kind!r}, expected one "
+                       f"of {sorted(loaders)}")
+    try:
+      index = loaders[kind](directory)
+    except Exception:
+      if _meta_bytes(directory) == before:
+        raise
+      continue
+    if _meta_bytes(directory) == before:
+      return index
+  if not directory.exists() and atomic.restore_dir(directory):
+    return load_index(directory)
+  if not directory.exists():
+    raise FileNotFoundError(f"{directory} not found: not a saved index")
+  raise RuntimeError(f"{directory} was replaced {LOAD_RETRIES} times while it was read; is "
+                     "something saving it in a loop?")
+
+
+def _meta_bytes(directory: pathlib.Path) -> bytes | None:
+  try:
+    return (directory / INDEX_FILE).read_bytes()
+  except OSError:
+    return None
