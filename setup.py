@@ -9,6 +9,7 @@ RUNTIME = [
     "orbax-checkpoint>=0.12",
     "transformers>=5.0",
     "tensorflow-datasets>=4.9",
+    "array-record>=0.8",  # TFDS files without TensorFlow
     "scann>=1.4",
     "networkx>=3.3",
     "ml-collections>=1.0",
@@ -23,6 +24,7 @@ RUNTIME = [
     "matplotlib",
     "numpy",
     "scipy",
+    "word2number>=1.1",  # number words, as the official MultimodalQA scorer reads them
     "tensorboardX",
 ]
 

@@ -1,4 +1,5 @@
-"""Multiple-choice scoring (vs PyTorch) and MMQA/DROP EM-F1 (hand-computed cases)."""
+"""Multiple-choice scoring (vs PyTorch), MMQA/DROP EM-F1 and VQA accuracy (hand-computed
+cases from the official definitions)."""
 
 import jax.numpy as jnp
 import numpy as np
@@ -28,11 +29,89 @@ def test_answer_metrics_hand_computed(pred, gold, em, f1):
   assert answers.answer_metrics(pred, gold) == (em, f1)
 
 
+# Number words, as the official MultimodalQA scorer reads them (word2number, token by token).
+@pytest.mark.parametrize("pred,gold,em,f1", [
+    ("three", "3", 1.0, 1.0),  # "three" -> 3 -> "3.0" == float("3") -> "3.0"
+    ("4", "Four", 1.0, 1.0),
+    # gold {"4.0", "teams"}, pred {"4.0"}: P = 1, R = 1/2, F1 = 2/3 -> 0.67
+    ("Four", "4 teams", 0.0, 0.67),
+    ("teams", "Four teams", 0.0, 0.0),  # the gold's number 4 is missing from the prediction
+    # each token alone: "one" -> 1.0, "hundred" -> 100.0; pred {1.0, 100.0} vs gold {100.0}:
+    # P = 1/2, R = 1, F1 = 2/3
+    ("one hundred", "100", 0.0, 0.67),
+    # split on the hyphen first: {20.0, 1.0} has no 21.0 -> F1 0
+    ("twenty-one", "21", 0.0, 0.0),
+    ("point", "0", 1.0, 1.0),  # word2number reads a lone "point" as 0
+    ("The one", "1", 1.0, 1.0),  # article dropped, "one" -> 1.0
+    ("an apple", "Apple.", 1.0, 1.0),
+    ("state-of-the-art", "state of art", 1.0, 1.0),  # the hyphens split, "the" goes
+    ("1,000", "1000", 1.0, 1.0),  # not a number until the comma goes; then 1000.0
+    ("3.50", "3.5", 1.0, 1.0),
+    ("$5", "5 dollars", 0.0, 0.67),  # "$5" -> "5" -> 5.0; P = 1, R = 1/2
+    (["two", "Paris"], ["paris", "2"], 1.0, 1.0),
+    # gold [3.0 | "red"], pred ["three", "blue"]: 3.0 pairs with "three" (F1 1), "red" with
+    # "blue" (0): mean 0.5
+    (["three", "blue"], ["3", "red"], 0.0, 0.5),
+])
+def test_answer_metrics_number_words(pred, gold, em, f1):
+  assert answers.answer_metrics(pred, gold) == (em, f1)
+
+
+def test_normalize_answer_tokens():
+  assert answers.normalize_answer("The Two-Thirds, of  a cup") == "2.0 thirds of cup"
+  assert answers.normalize_answer("seven hundred") == "7.0 100.0"
+
+
 def test_mean_metrics():
   m = answers.mean_answer_metrics(["red car", "paris"], ["blue car", "Paris"])
   assert m == {"em": 50.0, "f1": 75.0, "count": 2}
   with pytest.raises(ValueError, match="2 predictions for 1"):
     answers.mean_answer_metrics(["a", "b"], ["a"])
+
+
+TEN = 10
+
+
+@pytest.mark.parametrize("pred,humans,acc", [
+    # 1 matching human: leaving it out gives 0 matches (acc 0), leaving out any of the other 9
+    # gives 1 match (1/3): mean = 9 * (1/3) / 10 = 0.3
+    ("Red", ["red"] + ["blue"] * 9, 0.3),
+    # 2 matches: the 2 left out see 1 (1/3), the 8 others see 2 (2/3): (2/3 + 16/3) / 10 = 0.6
+    ("red", ["red"] * 2 + ["blue"] * 8, 0.6),
+    # 3 matches: the 3 left out see 2 (2/3), the 7 others see 3 (1): (2 + 7) / 10 = 0.9,
+    # not the 1.0 of min(3 / 3, 1) over all ten
+    ("two", ["2"] * 3 + ["3"] * 7, 0.9),  # "two" -> "2"
+    ("3", ["2"] * 3 + ["3"] * 7, 1.0),  # 7 matches: every subset of 9 has >= 6
+    ("The dog.", ["dog"] * 4 + ["puppy"] * 6, 1.0),  # period and article go: 4 matches
+    ("dont know", ["don't know"] * 5 + ["no idea"] * 5, 1.0),  # contraction map
+    ("ten", ["10"] * 4 + ["many"] * 6, 1.0),
+    ("none", ["0"] * 1 + ["no"] * 9, 0.3),  # "none" -> "0"
+    ("Yes!", ["yes"] * TEN, 1.0),  # "!" becomes a space, stripped by the split
+    ("1,000", ["1000"] * 5 + ["thousand"] * 5, 1.0),  # digit,digit: punctuation removed
+    ("3.5", ["3.5"] * 3 + ["4"] * 7, 0.9),  # a period before a digit stays
+    # The human answers get punctuation processing only when they differ: "t-shirt" becomes
+    # "t shirt" here, matching the prediction's "t shirt" (5 matches) ...
+    ("T-shirt", ["t-shirt"] * 5 + ["shirt"] * 5, 1.0),
+    # ... but ten identical "t-shirt" stay as they are and never equal "t shirt"
+    ("T-shirt", ["t-shirt"] * TEN, 0.0),
+    # and human answers are not lowercased (the files give them normalised already)
+    ("yes", ["Yes"] * TEN, 0.0),
+    ("cat", ["dog"] * TEN, 0.0),
+])
+def test_vqa_accuracy_hand_computed(pred, humans, acc):
+  assert answers.vqa_accuracy(pred, humans) == pytest.approx(acc, abs=1e-12)
+
+
+def test_vqa_normalization_and_mean():
+  assert answers.normalize_vqa_prediction("  A  Two-Story\tHouse? ") == "2 story house"
+  assert answers.normalize_vqa_prediction("isnt it") == "isn't it"
+  # (0.3 + 1.0) / 2 in percent
+  m = answers.mean_vqa_accuracy(["red", "3"], [["red"] + ["blue"] * 9, ["3"] * TEN])
+  assert m["accuracy"] == pytest.approx(65.0) and m["count"] == 2
+  with pytest.raises(ValueError, match="no human answers"):
+    answers.vqa_accuracy("x", [])
+  with pytest.raises(ValueError, match="2 predictions for 1"):
+    answers.mean_vqa_accuracy(["a", "b"], [["a"] * TEN])
 
 
 def test_option_logprob_matches_torch():

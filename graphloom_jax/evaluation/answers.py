@@ -9,13 +9,18 @@ the lower option index). `score_options` takes any `logits_fn(tokens, valid) -> 
 memory (prefix + routed slots), or none, is the caller's business; `repeat_memory` tiles a
 Memory for the J option rows of each question.
 
-Open answers: the official MMQA scorer is DROP's answer-set EM and token F1 (see
-../shared/data/README.md): each answer is normalised token by token (split on spaces and
-hyphens; lowercase; punctuation removed unless the token is a number; numbers canonicalised by
-float(); articles a/an/the removed; whitespace folded), predicted and gold answer lists are
-aligned one-to-one by the Hungarian algorithm on bag-of-token F1 (zero when the gold has numbers
-and none of them appears in the prediction), F1 is the mean over the aligned pairs (over the
-longer list) rounded to 2 decimals, and EM needs the same set and number of normalised answers.
+Open answers (MMQA): the official MultimodalQA scorer (allenai/multimodalqa,
+baselines/evaluate.py), which is DROP's answer-set EM and token F1 plus number words. Each
+answer is normalised token by token: split on spaces and hyphens; lowercase; punctuation removed
+unless the token is a number; a number is canonicalised by float(), and a token that
+word2number reads as a number ("Four", "hundred", even "point") becomes that number; articles
+a/an/the removed; whitespace folded. Predicted and gold answer lists are aligned one-to-one by
+the Hungarian algorithm on bag-of-token F1 (zero when the gold has numbers and none of them
+appears in the prediction); F1 is the mean over the aligned pairs (over the longer list)
+rounded to 2 decimals, and EM needs the same set and number of normalised answers.
+
+VQA accuracy (OK-VQA): the official VQA evaluation (GT-Vision-Lab/VQA, vqaEval.py); see
+`vqa_accuracy`.
 """
 
 import re
@@ -26,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy.optimize import linear_sum_assignment
+from word2number import w2n
 
 from graphloom_jax.models import memory as memory_lib
 
@@ -43,12 +49,23 @@ def _is_number(text: str) -> bool:
     return False
 
 
+def _word_number(token: str) -> float | None:
+  try:
+    return w2n.word_to_num(token)
+  except ValueError:
+    return None
+  except IndexError:  # "million\nthousand" and the like: the official scorer crashes on them
+    return None
+
+
 def _normalize_token(token: str) -> str:
   token = token.lower()
   if not _is_number(token):
     token = "".join(ch for ch in token if ch not in _PUNCT)
   if _is_number(token):
     token = str(float(token))
+  elif (number := _word_number(token)) is not None:
+    token = str(float(number))
   token = _ARTICLES.sub(" ", token)
   return " ".join(token.split())
 
@@ -92,7 +109,8 @@ def answer_metrics(predicted: str | Sequence[str], gold: str | Sequence[str]) ->
   rows, cols = linear_sum_assignment(-scores)
   for r, c in zip(rows, cols):
     best[r] = max(best[r], scores[r, c])
-  return em, round(float(np.mean(best)) if best.size else 0.0, 2)
+  # numpy's rounding (as the official scorer applies it to a numpy mean), not Python's.
+  return em, float(np.round(np.mean(best), 2)) if best.size else 0.0
 
 
 def mean_answer_metrics(predictions: Sequence, golds: Sequence) -> dict[str, float]:
@@ -104,6 +122,112 @@ def mean_answer_metrics(predictions: Sequence, golds: Sequence) -> dict[str, flo
   pairs = [answer_metrics(p, g) for p, g in zip(predictions, golds)]
   return {"em": 100 * float(np.mean([e for e, _ in pairs])),
           "f1": 100 * float(np.mean([f for _, f in pairs])), "count": len(pairs)}
+
+
+# ---------------------------------------------------------------- VQA accuracy (OK-VQA)
+
+# The official VQA evaluation's tables (GT-Vision-Lab/VQA, vqaEval.py), quirks kept: the map
+# turns answer words back into contractions, and "somebody'd" maps to "somebodyd".
+_VQA_CONTRACTIONS = {
+    "aint": "ain't", "arent": "aren't", "cant": "can't", "couldve": "could've",
+    "couldnt": "couldn't", "couldn'tve": "couldn't've", "couldnt've": "couldn't've",
+    "didnt": "didn't", "doesnt": "doesn't", "dont": "don't", "hadnt": "hadn't",
+    "hadnt've": "hadn't've", "hadn'tve": "hadn't've", "hasnt": "hasn't", "havent": "haven't",
+    "hed": "he'd", "hed've": "he'd've", "he'dve": "he'd've", "hes": "he's", "howd": "how'd",
+    "howll": "how'll", "hows": "how's", "Id've": "I'd've", "I'dve": "I'd've", "Im": "I'm",
+    "Ive": "I've", "isnt": "isn't", "itd": "it'd", "itd've": "it'd've", "it'dve": "it'd've",
+    "itll": "it'll", "let's": "let's", "maam": "ma'am", "mightnt": "mightn't",
+    "mightnt've": "mightn't've", "mightn'tve": "mightn't've", "mightve": "might've",
+    "mustnt": "mustn't", "mustve": "must've", "neednt": "needn't", "notve": "not've",
+    "oclock": "o'clock", "oughtnt": "oughtn't", "ow's'at": "'ow's'at", "'ows'at": "'ow's'at",
+    "'ow'sat": "'ow's'at", "shant": "shan't", "shed've": "she'd've", "she'dve": "she'd've",
+    "she's": "she's", "shouldve": "should've", "shouldnt": "shouldn't",
+    "shouldnt've": "shouldn't've", "shouldn'tve": "shouldn't've", "somebody'd": "somebodyd",
+    "somebodyd've": "somebody'd've", "somebody'dve": "somebody'd've",
+    "somebodyll": "somebody'll", "somebodys": "somebody's", "someoned": "someone'd",
+    "someoned've": "someone'd've", "someone'dve": "someone'd've", "someonell": "someone'll",
+    "someones": "someone's", "somethingd": "something'd", "somethingd've": "something'd've",
+    "something'dve": "something'd've", "somethingll": "something'll", "thats": "that's",
+    "thered": "there'd", "thered've": "there'd've", "there'dve": "there'd've",
+    "therere": "there're", "theres": "there's", "theyd": "they'd", "theyd've": "they'd've",
+    "they'dve": "they'd've", "theyll": "they'll", "theyre": "they're", "theyve": "they've",
+    "twas": "'twas", "wasnt": "wasn't", "wed've": "we'd've", "we'dve": "we'd've",
+    "weve": "we've", "werent": "weren't", "whatll": "what'll", "whatre": "what're",
+    "whats": "what's", "whatve": "what've", "whens": "when's", "whered": "where'd",
+    "wheres": "where's", "whereve": "where've", "whod": "who'd", "whod've": "who'd've",
+    "who'dve": "who'd've", "wholl": "who'll", "whos": "who's", "whove": "who've",
+    "whyll": "why'll", "whyre": "why're", "whys": "why's", "wont": "won't",
+    "wouldve": "would've", "wouldnt": "wouldn't", "wouldnt've": "wouldn't've",
+    "wouldn'tve": "wouldn't've", "yall": "y'all", "yall'll": "y'all'll", "y'allll": "y'all'll",
+    "yall'd've": "y'all'd've", "y'alld've": "y'all'd've", "y'all'dve": "y'all'd've",
+    "youd": "you'd", "youd've": "you'd've", "you'dve": "you'd've", "youll": "you'll",
+    "youre": "you're", "youve": "you've",
+}
+_VQA_NUMBERS = {"none": "0", "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4",
+                "five": "5", "six": "6", "seven": "7", "eight": "8", "nine": "9", "ten": "10"}
+_VQA_ARTICLES = {"a", "an", "the"}
+_VQA_PUNCT = [";", "/", "[", "]", '"', "{", "}", "(", ")", "=", "+", "\\", "_", "-", ">", "<",
+              "@", "`", ",", "?", "!"]
+# "(?!<=\d)" is a lookahead (the official typo for a lookbehind), so this strips every period
+# not followed by a digit.
+_VQA_PERIOD = re.compile(r"(?!<=\d)(\.)(?!\d)")
+_VQA_DIGIT_COMMA = re.compile(r"(\d)(\,)(\d)")
+
+
+def _vqa_punctuation(text: str) -> str:
+  out = text
+  for p in _VQA_PUNCT:
+    if p + " " in text or " " + p in text or _VQA_DIGIT_COMMA.search(text) is not None:
+      out = out.replace(p, "")
+    else:
+      out = out.replace(p, " ")
+  # The official call passes re.UNICODE (32) where `count` goes: at most 32 periods go.
+  return _VQA_PERIOD.sub("", out, 32)
+
+
+def _vqa_digits_articles(text: str) -> str:
+  words = [_VQA_NUMBERS.get(w, w) for w in text.lower().split()]
+  return " ".join(_VQA_CONTRACTIONS.get(w, w) for w in words if w not in _VQA_ARTICLES)
+
+
+def normalize_vqa_prediction(prediction: str) -> str:
+  """The official VQA normalisation of a predicted answer."""
+  text = prediction.replace("\n", " ").replace("\t", " ").strip()
+  return _vqa_digits_articles(_vqa_punctuation(text))
+
+
+def vqa_accuracy(prediction: str, human_answers: Sequence[str]) -> float:
+  """Official VQA accuracy of one prediction against the (10) human answers, in [0, 1].
+
+  For each human answer i, acc_i = min(#{j != i : answer_j == prediction} / 3, 1), and the
+  result is the mean of acc_i (the leave-one-out average over the 10 subsets of 9). As in the
+  official code, the prediction is normalised (punctuation, number words to digits, articles,
+  contractions) while the human answers, which the annotation files give already normalised
+  (the `answer` field, not `raw_answer`), only have their punctuation processed, and only when
+  they are not all the same.
+  """
+  if not human_answers:
+    raise ValueError("vqa_accuracy: no human answers")
+  pred = normalize_vqa_prediction(prediction)
+  gold = list(human_answers)
+  if len(set(gold)) > 1:
+    gold = [_vqa_punctuation(a) for a in gold]
+  accs = []
+  for i in range(len(gold)):
+    matches = sum(1 for j, a in enumerate(gold) if j != i and a == pred)
+    accs.append(min(1.0, matches / 3))
+  return sum(accs) / len(accs)
+
+
+def mean_vqa_accuracy(predictions: Sequence[str],
+                      human_answers: Sequence[Sequence[str]]) -> dict[str, float]:
+  """Mean VQA accuracy in percent (the official overall number before its 2-decimal rounding)."""
+  if len(predictions) != len(human_answers):
+    raise ValueError(f"{len(predictions)} predictions for {len(human_answers)} answer lists")
+  if not predictions:
+    return {"accuracy": 0.0, "count": 0}
+  accs = [vqa_accuracy(p, g) for p, g in zip(predictions, human_answers)]
+  return {"accuracy": 100 * sum(accs) / len(accs), "count": len(accs)}
 
 
 # ---------------------------------------------------------------- multiple choice
