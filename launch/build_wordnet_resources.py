@@ -3,7 +3,7 @@ database files (Debian: `apt-get install -y --no-install-recommends wordnet-base
 the output is committed, so users need no apt.
 
   python -m launch.build_wordnet_resources \
-      --wordnet_dir=/usr/share/wordnet --vocab=../shared/data/vg150/vocab.json
+      --wordnet_dir=/usr/share/wordnet --vocab=graphloom_jax/data/resources/vg150/vocab.json
 
 Writes, under --out (graphloom_jax/data/resources/wordnet/):
   LICENSE            WordNet 3.0's licence notice (redistribution requires it).
@@ -32,7 +32,8 @@ from graphloom_jax.graph.kb import WordNet
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("wordnet_dir", "/usr/share/wordnet", "folder with WordNet 3.0 wndb files")
-flags.DEFINE_string("vocab", "../shared/data/vg150/vocab.json", "VG150 vocabulary")
+flags.DEFINE_string("vocab", "graphloom_jax/data/resources/vg150/vocab.json",
+                    "VG150 vocabulary")
 flags.DEFINE_string("out", "graphloom_jax/data/resources/wordnet", "output folder")
 flags.DEFINE_string("tests_out", "tests/data/wordnet", "output folder for the test excerpt")
 flags.DEFINE_string("license", "/usr/share/doc/wordnet-base/copyright",

@@ -5,8 +5,9 @@ real WordNet 3.0 knowledge about their objects, and MMQA-style questions over bo
 
 Deterministic: every random choice comes from `random.Random` seeded by (seed, scene index), the
 output is written with sorted keys and fixed separators, so rebuilding gives the same bytes.
-Inputs: the VG150 vocabulary (../shared/data/vg150/vocab.json) and the WordNet excerpt committed
-under graphloom_jax/data/resources/wordnet/ (see launch/build_wordnet_resources.py).
+Inputs: the VG150 vocabulary and the WordNet excerpt committed under
+graphloom_jax/data/resources/vg150/ and graphloom_jax/data/resources/wordnet/ (see
+launch/build_wordnet_resources.py).
 
 How a scene is made (all lists below are ours, chosen by hand):
   - 1-2 agents (people, animals) with relations drawn from predicate rules keyed by WordNet
@@ -42,8 +43,7 @@ from graphloom_jax.graph.triples import Triple, dumps
 NAME = "scenekb"
 RESOURCES = pathlib.Path(__file__).resolve().parent / "resources"
 DEFAULT_OUT = RESOURCES / NAME
-DEFAULT_VOCAB = pathlib.Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / \
-    "vg150" / "vocab.json"
+DEFAULT_VOCAB = RESOURCES / "vg150" / "vocab.json"
 WORDNET_DIR = RESOURCES / "wordnet"
 
 NUM_SCENES = 400

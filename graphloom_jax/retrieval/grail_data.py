@@ -16,7 +16,7 @@ and `distractors`: pool items that are topically close but not gold (hard negati
 
 MMQA: an image item is the image's Wikipedia title (every image in MMQA_images, gold or not;
 pixels are never used). Texts and tables are their full content when MMQA_texts / MMQA_tables
-are in the folder. Offline (../shared/data/mmqa holds only the dev file and the image metadata)
+are in the folder. Offline (when the folder holds only the dev file and the image metadata)
 a text or table document is represented by the spans the questions themselves quote from it
 (answers' and intermediate answers' text_instances, and answer strings located in the
 question's table), merged over every question that cites the document. Gold documents with no
@@ -257,13 +257,17 @@ def completion_instances(es: EvidenceSet, question_indices, max_evidence: int) -
                              np.asarray(miss, np.int32))
 
 
-def load_evidence_set(data: str, mmqa_dir: str = "../shared/data/mmqa", embedded_dir: str = "",
+def load_evidence_set(data: str, mmqa_dir: str = "", embedded_dir: str = "",
                       per_split: int = 0) -> EvidenceSet:
-  """'mmqa' (the dev file + image metadata in mmqa_dir) or 'embedded' (the embedded benchmark
-  in embedded_dir, "" = the copy shipped in graphloom_jax/data/resources). per_split > 0 keeps
-  the first per_split questions of each split over their own gold + distractor items
-  (`EvidenceSet.subset`), for quick runs."""
+  """'mmqa' (the dev file + image metadata in mmqa_dir, which must be given) or 'embedded'
+  (the embedded benchmark in embedded_dir, "" = the copy shipped in
+  graphloom_jax/data/resources). per_split > 0 keeps the first per_split questions of each
+  split over their own gold + distractor items (`EvidenceSet.subset`), for quick runs."""
   if data == "mmqa":
+    if not mmqa_dir:
+      raise ValueError("load_evidence_set('mmqa') needs mmqa_dir, the folder with the official "
+                       "MMQA_dev.jsonl(.gz) and MMQA_images.jsonl(.gz) (in the launchers: "
+                       "--config.grail.mmqa_dir=FOLDER)")
     es = mmqa_evidence_set(mmqa_dir)
   elif data == "embedded":
     es = embedded_evidence_set(embedded_dir or None)
