@@ -10,16 +10,27 @@ Sources:
   - GGUF files (llama.cpp), dequantised with the `gguf` package, llama.cpp's rotary row
     permutation of the Q/K projections undone;
   - our own orbax checkpoints (`save_orbax` / `load_orbax`).
+
+Checkpoint folders are data: a sharded safetensors index may only name shards inside its folder,
+and must agree with what the shards hold (each tensor is read from the shard the index maps it
+to, and a tensor found anywhere else is an error, not a silent override by file-name order).
+Config values are checked (positive integer sizes, positive finite `rope_theta` and
+`rms_norm_eps`), and tensors must hold floats. `save_orbax` refuses NaN/inf weights before
+writing and builds the folder beside its target (`atomic.atomic_dir`), so a failed save leaves
+no partial checkpoint.
 """
 
+import errno
 import json
+import math
 import os
 import pathlib
 import re
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from graphloom_jax import atomic
 from graphloom_jax.models.llama import LlamaConfig, shape_problems
 
 Array = np.ndarray
@@ -115,42 +126,120 @@ def to_hf_tensors(config: LlamaConfig, params: Mapping[str, Array]) -> dict[str,
 
 def _require(path: pathlib.Path, what: str) -> pathlib.Path:
   if not path.exists():
+    if path.is_symlink():
+      try:
+        os.stat(path)
+      except OSError as e:
+        if e.errno == errno.ELOOP:
+          raise WeightsError(f"{what} {path} is a symlink loop") from None
+      raise FileNotFoundError(f"{what} not found: {path} is a broken symlink")
     raise FileNotFoundError(f"{what} not found: {path}")
   return path
 
 
+def _read_json_object(path: pathlib.Path) -> dict:
+  try:
+    obj = json.loads(path.read_text(encoding="utf-8"))
+  except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+    raise WeightsError(f"{path}: not valid JSON ({e})") from None
+  if not isinstance(obj, dict):
+    raise WeightsError(f"{path}: expected a JSON object, got {type(obj).__name__}")
+  return obj
+
+
+def _positive_int_problems(values: Mapping[str, Any], keys) -> list[str]:
+  return [f"{k!r} must be a positive integer, got {values[k]!r}" for k in keys
+          if values.get(k) is not None and (isinstance(values[k], bool)
+                                            or not isinstance(values[k], int) or values[k] < 1)]
+
+
+def _positive_float_problems(values: Mapping[str, Any], keys) -> list[str]:
+  return [f"{k!r} must be a finite number > 0, got {values[k]!r}" for k in keys
+          if values.get(k) is not None and (isinstance(values[k], bool)
+                                            or not isinstance(values[k], (int, float))
+                                            or not math.isfinite(values[k]) or values[k] <= 0)]
+
+
+def _raise_problems(source, problems: list[str]):
+  if problems:
+    raise WeightsError(f"{source}: " + "; ".join(problems))
+
+
+def check_config(config: LlamaConfig, source: str) -> LlamaConfig:
+  """Refuses sizes that are not positive integers and non-positive rope_theta/rms_norm_eps."""
+  values = vars(config)
+  _raise_problems(source, _positive_int_problems(values, (
+      "vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads",
+      "num_kv_heads", "head_dim", "max_position_embeddings")) + _positive_float_problems(
+          values, ("rope_theta", "rms_norm_eps")))
+  return config
+
+
 def read_hf_config(folder: str | os.PathLike) -> LlamaConfig:
   path = _require(pathlib.Path(folder) / "config.json", "model config")
-  try:
-    hf = json.loads(path.read_text())
-  except json.JSONDecodeError as e:
-    raise WeightsError(f"{path}: not valid JSON ({e})") from None
-  return LlamaConfig.from_hf(hf, source=str(path))
+  hf = _read_json_object(path)
+  # Checked before LlamaConfig.from_hf, whose int() would turn 300.7 into 300 silently.
+  _raise_problems(path, _positive_int_problems(hf, (
+      "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+      "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings"))
+                  + _positive_float_problems(hf, ("rope_theta", "rms_norm_eps")))
+  return check_config(LlamaConfig.from_hf(hf, source=str(path)), str(path))
+
+
+def _float_tensor_problems(tensors: Mapping[str, Array]) -> list[str]:
+  return [f"tensor {k!r} has dtype {v.dtype}, expected floating point" for k, v in
+          sorted(tensors.items()) if not np.issubdtype(v.dtype, np.floating)]
+
+
+def _shard_paths(folder: pathlib.Path) -> dict[str, list[str]]:
+  """{shard file name: tensor names the index maps to it}; ["model.safetensors"] unsharded."""
+  index = folder / "model.safetensors.index.json"
+  if not index.exists():
+    return {"model.safetensors": None}
+  weight_map = _read_json_object(index).get("weight_map")
+  if not isinstance(weight_map, dict) or not all(
+      isinstance(k, str) and isinstance(v, str) and v for k, v in weight_map.items()):
+    raise WeightsError(f"{index}: weight_map must map tensor names to shard file names, got "
+                       f"{type(weight_map).__name__}")
+  root = folder.resolve()
+  problems, shards = [], {}
+  for tensor, shard in weight_map.items():
+    if os.path.isabs(shard) or not (folder / shard).resolve().is_relative_to(root):
+      problems.append(f"shard {shard!r} of tensor {tensor!r} resolves outside the checkpoint "
+                      f"folder {folder}")
+    shards.setdefault(shard, []).append(tensor)
+  if problems:
+    raise WeightsError(f"{index}: refusing the weight map: " + "; ".join(problems[:5]))
+  return shards
 
 
 def load_safetensors(folder: str | os.PathLike) -> tuple[LlamaConfig, dict[str, Array]]:
   """A Hugging Face folder with a single or sharded safetensors checkpoint."""
-  from safetensors import SafetensorError
-  from safetensors.numpy import load_file
+  from safetensors import SafetensorError, safe_open
 
   folder = pathlib.Path(folder)
   config = read_hf_config(folder)
-  index = folder / "model.safetensors.index.json"
-  if index.exists():
+  shards = _shard_paths(folder)
+  problems, tensors = [], {}
+  mapped_to = {t: shard for shard, names in shards.items() for t in (names or ())}
+  for shard, names in sorted(shards.items()):
+    path = _require(folder / shard, "safetensors shard")
     try:
-      weight_map = json.loads(index.read_text())["weight_map"]
-    except (json.JSONDecodeError, KeyError) as e:
-      raise WeightsError(f"{index}: not a safetensors index ({e!r})") from None
-    files = sorted(set(weight_map.values()))
-  else:
-    files = ["model.safetensors"]
-  tensors = {}
-  for name in files:
-    path = _require(folder / name, "safetensors shard")
-    try:
-      tensors.update(load_file(str(path)))
+      with safe_open(str(path), framework="numpy") as f:
+        held = set(f.keys())
+        if names is not None:
+          problems += [f"tensor {t!r} is in {shard} but the index maps it to "
+                       f"{mapped_to.get(t, 'no shard')}" for t in sorted(held - set(names))]
+          problems += [f"tensor {t!r} is mapped to {shard}, which lacks it"
+                       for t in sorted(set(names) - held)]
+        for t in sorted(held if names is None else held & set(names)):
+          tensors[t] = f.get_tensor(t)
     except (SafetensorError, OSError, ValueError) as e:
-      raise WeightsError(f"{path}: cannot read safetensors file (truncated or corrupt?): {e}")
+      raise WeightsError(f"{path}: cannot read safetensors file (truncated or corrupt?): "
+                         f"{e}") from None
+  problems += _float_tensor_problems(tensors)
+  if problems:
+    raise WeightsError(f"{folder}: {len(problems)} problem(s):\n  " + "\n  ".join(problems))
   tensors = {k: v.astype(np.float32) if v.dtype != np.float32 else v for k, v in tensors.items()}
   return config, from_hf_tensors(config, tensors, str(folder))
 
@@ -169,9 +258,13 @@ def load_flax_msgpack(folder: str | os.PathLike) -> tuple[LlamaConfig, dict[str,
   flat = traverse_util.flatten_dict(tree, sep=".")
   if any(k.startswith("params.") for k in flat):
     flat = {k[len("params."):]: v for k, v in flat.items() if k.startswith("params.")}
+  flat = {k: np.asarray(v) for k, v in flat.items()}
+  problems = _float_tensor_problems(flat)
+  if problems:
+    raise WeightsError(f"{path}: {len(problems)} problem(s):\n  " + "\n  ".join(problems))
   tensors = {}
   for key, value in flat.items():
-    value = np.asarray(value, dtype=np.float32)
+    value = value.astype(np.float32)
     if key.endswith(".kernel"):  # Linen Dense kernels are (in, out)
       tensors[key[:-len("kernel")] + "weight"] = value.T
     elif key.endswith(".embedding"):
@@ -287,10 +380,16 @@ def save_orbax(folder: str | os.PathLike, config: LlamaConfig, params: Mapping[s
   import orbax.checkpoint as ocp
 
   folder = pathlib.Path(folder).absolute()
-  folder.mkdir(parents=True, exist_ok=True)
-  (folder / ORBAX_CONFIG).write_text(config.to_json())
-  with ocp.StandardCheckpointer() as ckpt:
-    ckpt.save(folder / ORBAX_PARAMS, {k: np.asarray(v) for k, v in params.items()}, force=True)
+  check_config(config, f"config for {folder}")
+  params = {k: np.asarray(v) for k, v in params.items()}
+  bad = [k for k, v in sorted(params.items()) if not np.isfinite(v).all()]
+  if bad:
+    raise WeightsError(f"refusing to save {folder}: parameter(s) {bad[:5]} contain NaN or inf "
+                       f"({len(bad)} in all); nothing was written")
+  with atomic.atomic_dir(folder) as tmp:
+    (tmp / ORBAX_CONFIG).write_text(config.to_json())
+    with ocp.StandardCheckpointer() as ckpt:
+      ckpt.save(tmp / ORBAX_PARAMS, params, force=True)
 
 
 def is_orbax(path: str | os.PathLike) -> bool:
@@ -304,16 +403,18 @@ def load_orbax(folder: str | os.PathLike) -> tuple[LlamaConfig, dict[str, Array]
   folder = pathlib.Path(folder).absolute()
   config_path = _require(folder / ORBAX_CONFIG, "graphloom_jax config")
   try:
-    config = LlamaConfig.from_dict(json.loads(config_path.read_text()))
-  except (json.JSONDecodeError, TypeError) as e:
+    config = LlamaConfig.from_dict(_read_json_object(config_path))
+  except TypeError as e:
     raise WeightsError(f"{config_path}: not a graphloom_jax Llama config ({e})") from None
+  check_config(config, str(config_path))
   try:
     with ocp.StandardCheckpointer() as ckpt:
       params = ckpt.restore(folder / ORBAX_PARAMS)
   except Exception as e:  # orbax surfaces tensorstore/OS errors of many kinds
     raise WeightsError(f"{folder / ORBAX_PARAMS}: cannot restore orbax checkpoint: {e}") from None
   params = {k: np.asarray(v) for k, v in params.items()}
-  problems = shape_problems(config.param_shapes(), params, "parameter")
+  problems = shape_problems(config.param_shapes(), params, "parameter") + [
+      p.replace("tensor", "parameter", 1) for p in _float_tensor_problems(params)]
   if problems:
     raise WeightsError(
         f"{folder}: {len(problems)} problem(s) against its own config (projection weights are "
@@ -324,20 +425,33 @@ def load_orbax(folder: str | os.PathLike) -> tuple[LlamaConfig, dict[str, Array]
 
 def detect_format(path: str | os.PathLike) -> str:
   """One of "gguf", "orbax", "safetensors", "flax_msgpack"; a clear error otherwise."""
-  path = pathlib.Path(path)
-  if not path.exists():
-    raise FileNotFoundError(f"weights not found: {path}")
+  path = _require(pathlib.Path(path), "weights")
   if path.is_file():
     if path.suffix == ".gguf":
       return "gguf"
     raise WeightsError(f"{path}: a weights file must be .gguf; folders hold safetensors, "
                        "flax_model.msgpack or orbax checkpoints")
+  found = {}
   if is_orbax(path):
-    return "orbax"
-  if (path / "model.safetensors").exists() or (path / "model.safetensors.index.json").exists():
-    return "safetensors"
+    found["orbax"] = f"{ORBAX_CONFIG} + {ORBAX_PARAMS}/"
+  for name in ("model.safetensors.index.json", "model.safetensors"):
+    if (path / name).exists():
+      found.setdefault("safetensors", name)
   if (path / "flax_model.msgpack").exists():
-    return "flax_msgpack"
+    found["flax_msgpack"] = "flax_model.msgpack"
+  ggufs = sorted(p.name for p in path.glob("*.gguf"))
+  if ggufs and found:
+    raise WeightsError(f"{path}: ambiguous, the folder holds {sorted(found.values())} and GGUF "
+                       f"file(s) {ggufs}; pass the folder only without the GGUF files, or the "
+                       f"GGUF file itself ({path / ggufs[0]})")
+  if ggufs:
+    raise WeightsError(f"{path}: the folder holds GGUF file(s) {ggufs}; pass the file itself "
+                       f"({path / ggufs[0]})")
+  if len(found) > 1:
+    raise WeightsError(f"{path}: ambiguous, the folder holds checkpoints in several formats "
+                       f"{sorted(found.values())}; keep one")
+  if found:
+    return next(iter(found))
   raise WeightsError(f"{path}: no model.safetensors(.index.json), flax_model.msgpack or orbax "
                      f"checkpoint ({ORBAX_CONFIG} + {ORBAX_PARAMS}/) in this folder")
 
