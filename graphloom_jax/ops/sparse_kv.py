@@ -10,7 +10,8 @@ token (valid[b, s]; left-padded batches start their real tokens later). Among th
   sink     the first `num_sink` candidates of the row (the attention sinks at the start),
   recent   the last `num_recent` candidates (not already sink),
   similar  the top `num_similar` of the remaining candidates by cosine similarity between the
-           kv group's query summary and the cached key, chosen per kv head group.
+           kv group's query summary and the cached key, chosen per kv head group (in block
+           mode among the remaining candidates of the best blocks; equations below).
 
 The query summary of group g is the MEAN of its G query heads (after rotary). All G heads will
 read the same selected tokens, and mean(q) . k is the mean of their attention logits, so a token
@@ -24,13 +25,26 @@ caches) have idx 0 and idx_valid False. When the row has at most I candidates, a
 selected (in block mode: when the remaining ones lie in the chosen blocks, as they always do in
 a gap-free cache), so sparse attention then equals full causal attention.
 
-Block mode (block_size > 0) replaces the per-token similarity with a per-block one: each block
-of `block_size` cache slots is summarised by the mean of its candidate keys, the blocks holding
-remaining candidates are ranked by cosine to the query summary, and the remaining tokens of the
-best ceil(num_similar / block_size) + 1 blocks are taken in (block rank, position) order until
-num_similar are chosen. The extra block makes up for blocks that are partly sink, recent or
-unwritten. Summaries are kept incrementally with `update_block_summaries`, so a step scores C
-summaries instead of S keys.
+Written as equations, with R the remaining candidates of the row (neither sink nor recent),
+q_g the query summary of group g and cos(x, y) = x . y / (|x| |y|):
+
+  token mode (block_size = 0):
+    similar_g = top_{num_similar} { s in R } by cos(q_g, k_{s,g})
+
+  block mode (block_size = P > 0), blocks c = {cP, ..., cP + P - 1} of cache slots:
+    score_{c,g} = cos(q_g, sum_{s in c, s a candidate} k_{s,g})     (the block-mean key's cosine)
+    B_g         = top_{n_b} { c : c holds a slot of R } by score_{c,g}
+    similar_g   = top_{num_similar} { s in R : floor(s / P) in B_g } by cos(q_g, k_{s,g})
+    n_b         = min(C, ceil(num_similar / P) + EXTRA_BLOCKS)     (`candidate_blocks`)
+
+so block mode ranks the tokens of its n_b candidate blocks by their own cosine, exactly as token
+mode ranks all of R: it returns token mode's answer whenever those tokens lie in the candidate
+blocks, and in general every token of token mode's answer that lies in them. The EXTRA_BLOCKS
+spare blocks make up for blocks that are partly sink, recent, padding or unwritten and give the
+token ranking a wider pool than the num_similar tokens it keeps. Block summaries are kept
+incrementally with `update_block_summaries`, so a step scores C summaries and n_b * P keys
+(gathered from the cache) instead of S keys; n_b * P does not grow with the context. Ties among
+blocks go to the lower block index and among tokens to the lower cache index, as in token mode.
 
 Sink, recent and the remaining flags depend only on positions: `positional_selection` computes
 them (one O(S) integer cumsum) once per step for all layers, via `select_sparse_kv(positional=)`.
@@ -182,8 +196,23 @@ def _top_similar(scores, remaining, num_similar):
   return jnp.where(ok, idx, 0).astype(jnp.int32), ok
 
 
-def _block_similar(qs, sums, counts, positional, num_similar, block_size):
-  """Similar part from block summaries: remaining tokens of the best blocks, [B, K, num_similar]."""
+EXTRA_BLOCKS = 3
+
+
+def candidate_blocks(num_similar, block_size, num_blocks=0):
+  """n_b: how many blocks block mode ranks tokens in (before capping at the C blocks).
+
+  num_blocks > 0 is used as given; 0 = ceil(num_similar / block_size) + EXTRA_BLOCKS (4 blocks,
+  256 keys, at the defaults 20 and 64).
+  """
+  if num_blocks < 0:
+    raise ValueError(f"num_blocks must be >= 0; got {num_blocks}")
+  return num_blocks or -(-num_similar // block_size) + EXTRA_BLOCKS
+
+
+def _block_similar(qs, keys, sums, counts, positional, num_similar, block_size, num_blocks):
+  """Similar part in block mode (module docstring): the num_similar remaining tokens with the
+  best own cosine inside the n_b blocks of best block-mean cosine, [B, K, num_similar]."""
   remaining = positional.remaining
   b, s = remaining.shape
   nb = sums.shape[1]
@@ -191,31 +220,34 @@ def _block_similar(qs, sums, counts, positional, num_similar, block_size):
     raise ValueError(f"block summaries have {nb} blocks and positional.block_remaining "
                      f"{positional.block_remaining.shape}; a cache of {s} slots in blocks of "
                      f"{block_size} needs {-(-s // block_size)}")
-  block_ok = positional.block_remaining & (counts > 0)  # [B, C]
+  kv = qs.shape[1]
+  block_ok = jnp.broadcast_to((positional.block_remaining & (counts > 0))[:, None, :],
+                              (b, kv, nb))  # [B, K, C]
   block_scores = cosine_scores(qs, sums)  # [B, K, C]
-  nsel = min(nb, -(-num_similar // block_size) + 1)
-  _, blk = jax.lax.top_k(jnp.where(block_ok[:, None, :], block_scores, -jnp.inf), nsel)
-  blk_ok = jnp.take_along_axis(jnp.broadcast_to(block_ok[:, None, :], block_scores.shape),
-                               blk, axis=-1)  # [B, K, nsel]
-  pos = blk[..., None] * block_size + jnp.arange(block_size)  # [B, K, nsel, block_size]
-  pos = pos.reshape(b, -1, nsel * block_size)
-  # Only the selected blocks' slots are read, so the step stays O(C + nsel * block_size).
-  in_cache = pos < s
-  tok_ok = (jnp.repeat(blk_ok, block_size, axis=-1) & in_cache & jnp.take_along_axis(
-      remaining[:, None, :], jnp.minimum(pos, s - 1), axis=-1))
-  # Compact the ok tokens to the front, keeping (block rank, position) order.
-  csum = jnp.cumsum(tok_ok.astype(jnp.int32), axis=-1)
-  ranks = jnp.broadcast_to(jnp.arange(num_similar), pos.shape[:2] + (num_similar,))
-  ok = ranks < csum[..., -1:]
-  where = jnp.minimum(_nth_true(csum, ranks), nsel * block_size - 1)
-  idx = jnp.take_along_axis(pos, where, axis=-1)
+  nsel = min(nb, candidate_blocks(num_similar, block_size, num_blocks))
+  _, blk = jax.lax.top_k(jnp.where(block_ok, block_scores, -jnp.inf), nsel)
+  # In position order, so the token ranking below breaks ties to the lower cache index.
+  blk = jnp.sort(blk, axis=-1)
+  blk_ok = jnp.take_along_axis(block_ok, blk, axis=-1)  # [B, K, nsel]
+  pos = (blk[..., None] * block_size + jnp.arange(block_size)).reshape(b, kv, -1)  # [B, K, M]
+  safe = jnp.minimum(pos, s - 1)
+  tok_ok = (jnp.repeat(blk_ok, block_size, axis=-1) & (pos < s)
+            & jnp.take_along_axis(remaining[:, None, :], safe, axis=-1))
+  # Only the candidate blocks' M = nsel * block_size keys are read: the step stays
+  # O(C + M), with M fixed.
+  rows = jnp.arange(b)[:, None, None]
+  groups = jnp.arange(kv)[None, None, :]
+  cand_k = keys[rows, safe.transpose(0, 2, 1), groups]  # [B, M, K, H]
+  local, ok = _top_similar(cosine_scores(qs, cand_k), tok_ok, num_similar)
+  idx = jnp.take_along_axis(pos, local, axis=-1)
   return jnp.where(ok, idx, 0).astype(jnp.int32), ok
 
 
 @functools.partial(jax.jit, static_argnames=("num_sink", "num_recent", "num_similar",
-                                             "block_size"))
+                                             "block_size", "num_blocks"))
 def select_sparse_kv(q, keys, valid, length, *, num_sink=4, num_recent=64, num_similar=20,
-                     block_size=0, block_sums=None, block_counts=None, positional=None):
+                     block_size=0, block_sums=None, block_counts=None, positional=None,
+                     num_blocks=0):
   """I_t for one decoding step, per kv head group.
 
   Args:
@@ -224,11 +256,13 @@ def select_sparse_kv(q, keys, valid, length, *, num_sink=4, num_recent=64, num_s
     valid: [B, S] bool, real (non-padding) cache slots.
     length: int32 scalar or [B], cache slots written so far (slots < length).
     num_sink, num_recent, num_similar: the budget, I = their sum.
-    block_size: 0 = per-token cosine over all remaining keys; > 0 = block-summary selection.
+    block_size: 0 = per-token cosine over all remaining keys (token mode); > 0 = per-token
+      cosine over the remaining keys of the best blocks by block-mean key (block mode).
     block_sums, block_counts: maintained summaries for block mode ([B, C, K, H], [B, C]);
       None = computed here from `keys` (an O(S) pass, for tests and one-off calls).
     positional: `positional_selection(valid, length, ...)` with the same budgets and
       block_size, computed once per step and shared by all layers; None = computed here.
+    num_blocks: block mode's n_b (`candidate_blocks`); 0 = the default rule.
 
   Returns:
     idx [B, K, I] int32 cache slots, laid out [sink | recent | similar];
@@ -263,8 +297,8 @@ def select_sparse_kv(q, keys, valid, length, *, num_sink=4, num_recent=64, num_s
   elif block_size > 0:
     if block_sums is None:
       block_sums, block_counts = block_summaries(keys, valid, length, block_size)
-    sim_idx, sim_ok = _block_similar(qs, block_sums, block_counts, positional, num_similar,
-                                     block_size)
+    sim_idx, sim_ok = _block_similar(qs, keys, block_sums, block_counts, positional,
+                                     num_similar, block_size, num_blocks)
   else:
     rem = jnp.broadcast_to(remaining[:, None, :], (b, kv, s))
     sim_idx, sim_ok = _top_similar(cosine_scores(qs, keys), rem, num_similar)
