@@ -10,6 +10,7 @@ RUNTIME = [
     "transformers>=5.0",
     "tensorflow-datasets>=4.9",
     "array-record>=0.8",  # TFDS files without TensorFlow
+    "importlib_resources",  # TFDS resolves a builder's code path with it
     "scann>=1.4",
     "networkx>=3.3",
     "ml-collections>=1.0",
@@ -22,6 +23,7 @@ RUNTIME = [
     "chex",
     "tqdm",
     "matplotlib",
+    "pillow",  # decodes ScienceQA images when building its dataset
     "numpy",
     "scipy",
     "word2number>=1.1",  # number words, as the official MultimodalQA scorer reads them
