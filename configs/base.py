@@ -61,6 +61,7 @@ def get_base_config() -> ml_collections.ConfigDict:
   c.fusion.dim = 128  # fusion width C
   c.fusion.per_layer = False  # one prefix per memory layer (learned gain/offset per layer)
   c.fusion.slot_rank = 0  # HieraSlot projection P: 0 = full E x D, r > 0 = factored through r
+  c.fusion.max_objects = 16  # R: scene object names the prefix reads as its image tokens
 
   c.graph = ml_collections.ConfigDict()
   c.graph.tau_edge = 0.5
@@ -116,6 +117,31 @@ def get_base_config() -> ml_collections.ConfigDict:
 
   c.eval = ml_collections.ConfigDict()
   c.eval.tau_eval = 0.6
+  # Corrective retrieval (pipeline/correct.py). Evaluator score = weighted mean of relevance
+  # (mean cosine of the top_k edges mapped linearly from [floor, ceiling] to [0, 1]), coverage
+  # (share of the question's pool-entity mentions among the subgraph's nodes) and reach (1 when
+  # expansion expanded every endpoint of the top_k edges). Calibrated on SceneKB validation: the
+  # median question-to-non-gold-triple cosine is 0.18 (floor), equal weights flag 16% of
+  # template-round-2 subgraphs (gold recall 0.94 vs 0.98 for the rest).
+  c.eval.relevance_top_k = 3
+  c.eval.relevance_floor = 0.2
+  c.eval.relevance_ceiling = 0.8
+  c.eval.relevance_weight = 1.0
+  c.eval.coverage_weight = 1.0
+  c.eval.reach_weight = 1.0
+  c.eval.boost_ratio = 1.5  # expansion boost: N_max -> ceil(1.5 N_max)
+  c.eval.repair_synonyms = 2  # verbalisation repair: WordNet synonyms per entity
+  # Selector: share of the coverage gap credited to verbalisation repair (the rest of its
+  # expected utility is the relevance gap of an unsaturated subgraph).
+  c.eval.repair_coverage_share = 0.5
+  c.eval.cost_weight = 0.1  # utility per second of an action's mean wall time
+  # Prior mean seconds per action (one pseudo-observation; measured times are averaged in).
+  c.eval.prior_seconds = ml_collections.ConfigDict(dict(
+      expansion_boost=0.001, query_reformulation=0.05, verbalization_repair=1.0))
   c.eval.tau_ent = 0.7
+  # The entailment judge of verification: "decoder" (the frozen decoder asked yes/no) or
+  # "nli:<folder>" (a local sequence-classification NLI model, transformers format).
+  c.eval.verifier = "decoder"
+  c.eval.verify_evidence = 10  # triples the verifier reads and a revision may use
   c.eval.max_new_tokens = 32
   return c

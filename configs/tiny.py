@@ -6,7 +6,7 @@ from configs import base
 def get_config():
   c = base.get_base_config()
   c.model.weights = "random"
-  c.model.max_seq_len = 256
+  c.model.max_seq_len = 512
   c.model.arch.vocab_size = 512
   c.model.arch.hidden_size = 64
   c.model.arch.intermediate_size = 128
@@ -17,7 +17,7 @@ def get_config():
   c.model.arch.rope_theta = 500000.0
   c.model.arch.rms_norm_eps = 1e-5
   c.model.arch.tie_word_embeddings = True
-  c.model.arch.max_position_embeddings = 256
+  c.model.arch.max_position_embeddings = 512
   c.memory.prefix_len = 4
   c.memory.bank_size = 16
   c.memory.recent_tokens = 8
@@ -36,4 +36,7 @@ def get_config():
   c.train.eval_examples = 32
   c.router.router_dim = 16
   c.fusion.dim = 32
+  c.retrieval.second_round = "template"  # the random decoder has no tokenizer to write queries
+  c.eval.max_new_tokens = 8  # a random decoder rarely stops on its own
+  c.eval.verify_evidence = 4  # byte-level prompts: 4 triples keep verification rows short
   return c

@@ -1,108 +1,164 @@
-"""The main job: answer questions from evidence with the decoder, and score the answers.
+"""The main job: GraphLoom answers SceneKB questions, citing the triples it used.
 
-  python -m launch.answer                                  # SceneKB test questions, embedded model
+  python -m launch.answer                                 # SceneKB test questions, embedded model
+  python -m launch.answer --mode=flat_rag                 # a baseline through the same pipeline
+  python -m launch.answer --compare --num_questions=30    # all three modes, one table
   python -m launch.answer --question="What is the horse in front of?" \
-      --evidence_file=evidence.txt                         # your own question and evidence
-  python -m launch.answer --config=configs/smollm2.py --config.model.dtype=bfloat16
+      --triples_file=scene.jsonl                          # your own question (triples JSONL,
+                                                          # or a VG scene graph .json)
+  python -m launch.answer --predictions=out.jsonl         # every Answer, provenance included
 
-Evidence enters the prompt as text (Flat-RAG). On SceneKB the evidence for a question is the
-subgraph that bounded retrieval (K seeds, 2-hop expansion bounded by d_max and N_max, and the
-configured second round) finds in the question's instance graph (scene triples >= tau_edge plus
-WordNet facts), verbalised in question-score order; answers are scored with MMQA's EM/F1 and the
-subgraph with R@5 of the gold supporting triples.
+Per question it prints the answer, the triples it cites (routed slots at the answer steps with
+their gates and sources) and whether verification passed; at the end EM / F1 (MMQA scorer),
+4-way multiple-choice accuracy (length-normalised log-likelihood), the share of answers whose
+claims the verifier supports, the corrective actions taken and the median seconds per stage.
 """
 
+import collections
 import json
+import pathlib
 import time
 
+import numpy as np
 from absl import app, flags
 from ml_collections import config_flags
+from tqdm import tqdm
 
 from graphloom_jax.data import scenekb
-from graphloom_jax.data.evidence import read_evidence, verbalize_lines
-from graphloom_jax.evaluation import answers as answer_metrics
-from graphloom_jax.evaluation import retrieval_metrics
-from graphloom_jax.graph.instance_graph import build_instance_graph, graph_triples
-from graphloom_jax.models import decoder as decoder_lib
-from graphloom_jax.models import load_embedder
-from graphloom_jax.retrieval import factory as retrieval_factory
-from graphloom_jax.retrieval import subgraph as sg
+from graphloom_jax.evaluation import answers as metrics
+from graphloom_jax.graph.scene_graph import read_scene_graphs
+from graphloom_jax.graph.triples import read_triples
+from graphloom_jax.pipeline import MODES, STAGES, GraphLoom
+from graphloom_jax.pipeline.graphloom import HEADS_DIR
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/smollm2.py", "configuration")
-flags.DEFINE_string("question", None, "a question to answer (else SceneKB questions)")
-flags.DEFINE_string("evidence_file", None, "text file (one fact per line) or triples JSONL")
+flags.DEFINE_string("heads", str(HEADS_DIR / "smollm2"), "trained heads (launch.train's "
+                    "WORKDIR/heads); the default ships with the package")
+flags.DEFINE_enum("mode", "graphloom", MODES, "how the evidence reaches the decoder")
+flags.DEFINE_bool("compare", False, "run all three modes on the same questions")
 flags.DEFINE_string("split", "test", "SceneKB split")
-flags.DEFINE_integer("num_questions", 8, "how many SceneKB questions")
-flags.DEFINE_integer("evidence_triples", 15, "retrieved triples shown to the decoder")
-flags.DEFINE_string("predictions", None, "optional JSONL file for the predictions")
+flags.DEFINE_integer("num_questions", 10, "SceneKB questions (round-robin over families)")
+flags.DEFINE_integer("batch_size", 5, "questions decoded together")
+flags.DEFINE_string("predictions", None, "write every Answer as JSONL here")
+flags.DEFINE_string("question", None, "answer your own question (with --triples_file)")
+flags.DEFINE_string("triples_file", None, "triples (.jsonl / .json) or a VG scene graph (.json)")
+flags.DEFINE_list("options", None, "optional answer options for --question")
+FLAGS = flags.FLAGS
 
-PROMPT = "Facts:\n{evidence}\n\nQuestion: {question}\nAnswer with one word from the facts."
+
+def round_robin(questions, n):
+  """n questions taken in turn from each family, so a small sample covers all five."""
+  by_family = collections.defaultdict(list)
+  for q in questions:
+    by_family[q.family].append(q)
+  out, i = [], 0
+  while len(out) < n and any(i < len(v) for v in by_family.values()):
+    for fam in sorted(by_family):
+      if i < len(by_family[fam]) and len(out) < n:
+        out.append(by_family[fam][i])
+    i += 1
+  return out
 
 
-def multiple_choice_accuracy(decoder, prompts, questions) -> float:
-  """Share of questions whose gold option has the highest mean token log-likelihood (option
-  tokens plus the end-of-turn token) after the chat-formatted prompt."""
-  tok = decoder.tokenizer
-  prompt_ids = [tok.chat_ids(p) for p in prompts]
-  options = [[tok.encode(o) + [tok.eos_ids[0]] for o in q.extra["options"]] for q in questions]
-  longest = max(len(p) + max(len(o) for o in opts) for p, opts in zip(prompt_ids, options))
-  length = -(-longest // 64) * 64
-  scores = answer_metrics.score_options(
-      lambda ids, valid: decoder.logits(ids, valid), prompt_ids, options, length, tok.pad_id)
-  chosen = answer_metrics.choose(scores)
-  return float(sum(int(c) == q.extra["answer_index"] for c, q in zip(chosen, questions)) /
-               len(questions))
+def show(answer, gold=None, options=None):
+  mark = "supported" if answer.supported else "NOT supported"
+  head = f"  -> {answer.text!r}" + (f"  (gold {gold})" if gold else "")
+  if answer.choice is not None and options:
+    head += f"  choice: {options[answer.choice]!r}"
+  lines = [head, f"     verification: {mark}" + (
+      f"; revised from {answer.first_text!r}" if answer.revised else "")]
+  if answer.correction is not None and answer.correction.action:
+    lines.append(f"     correction: {answer.correction.action} (evaluator "
+                 f"{answer.correction.score:.2f} -> {answer.correction.score_after:.2f})")
+  for c in answer.evidence[:4]:
+    t = c.triple
+    src = t.source + (f" {t.provenance.ref}" if t.provenance.ref else "")
+    lines.append(f"     cites ({t.subject}, {t.relation}, {t.object})  gate {c.gate:.2f}  [{src}]")
+  return "\n".join(lines)
+
+
+def summary(name, answers, questions):
+  golds = [q.answer_texts for q in questions]
+  scores = metrics.mean_answer_metrics([a.text for a in answers], golds)
+  mc = np.mean([a.choice == q.extra["answer_index"] for a, q in zip(answers, questions)])
+  supported = np.mean([a.supported for a in answers])
+  actions = collections.Counter(a.correction.action for a in answers if a.correction)
+  stages = {s: float(np.median([a.timings.get(s, 0.0) for a in answers])) for s in STAGES}
+  online = float(np.median([sum(v for k, v in a.timings.items() if k != "instance_graph")
+                            for a in answers]))
+  return dict(mode=name, em=scores["em"], f1=scores["f1"], mc_accuracy=100 * float(mc),
+              supported=100 * float(supported), revised=sum(a.revised for a in answers),
+              corrections=dict(actions), median_seconds=stages, online_median=online)
+
+
+def print_summary(rows, n, split):
+  print(f"\nSceneKB {split}, {n} questions")
+  print(f"{'mode':13s} {'EM':>6s} {'F1':>6s} {'MC acc':>7s} {'supported':>9s} {'revised':>7s} "
+        f"{'online s':>8s}  corrective actions")
+  for r in rows:
+    acts = ", ".join(f"{k}: {v}" for k, v in sorted(r["corrections"].items(), key=str)) or "-"
+    print(f"{r['mode']:13s} {r['em']:6.1f} {r['f1']:6.1f} {r['mc_accuracy']:7.1f} "
+          f"{r['supported']:8.1f}% {r['revised']:7d} {r['online_median']:8.3f}  {acts}")
+  print("median seconds per stage: " + "; ".join(
+      f"{r['mode']}: " + ", ".join(f"{s} {v:.3f}" for s, v in r["median_seconds"].items())
+      for r in rows))
+
+
+def answer_own(system, path):
+  path = pathlib.Path(path)
+  if path.suffix == ".json" and '"relationships"' in path.read_text()[:100000]:
+    triples, _ = read_scene_graphs(path)
+  else:
+    triples, _ = read_triples(path)
+  answer = system.answer(FLAGS.question, triples, options=FLAGS.options, mode=FLAGS.mode)
+  print(FLAGS.question)
+  print(show(answer, options=FLAGS.options))
+  return [answer]
 
 
 def main(argv):
   del argv
-  f, cfg = flags.FLAGS, _CONFIG.value
+  config = _CONFIG.value
   start = time.time()
-  decoder = decoder_lib.from_config(cfg.model)
-  print(f"decoder: {decoder.source} ({decoder.config.num_layers} layers, {cfg.model.dtype}), "
-        f"loaded in {time.time() - start:.1f}s")
-  if f.question:
-    evidence = read_evidence(f.evidence_file) if f.evidence_file else ""
-    prompt = PROMPT.format(evidence=evidence, question=f.question) if evidence else f.question
-    print(decoder.generate([prompt], cfg.eval.max_new_tokens)[0])
-    return
-  kb = scenekb.load(f.split)
-  questions = kb.questions[: f.num_questions]
-  embedder = load_embedder(cfg.embedder.path or None)
-  writer = retrieval_factory.query_writer(cfg, decoder)
-  prompts, recalls = [], []
-  start = time.time()
-  for q in questions:
-    graph = build_instance_graph(kb.instance_triples(q.extra["instance_id"]),
-                                 tau_edge=cfg.graph.tau_edge)
-    pool = sg.TriplePool(graph_triples(graph), embedder=embedder)
-    sub = retrieval_factory.bounded_retriever(cfg, pool, embedder, writer).retrieve(q.question)
-    edges = sub.edges[: f.evidence_triples]
-    recalls.append(retrieval_metrics.recall_at_k(
-        [t.key() for t in sub.edges], {tuple(g) for g in q.extra["gold_triples"]}, 5))
-    evidence = verbalize_lines(edges)
-    prompts.append(PROMPT.format(evidence=evidence, question=q.question))
-  print(f"retrieval: {len(questions)} subgraphs in {time.time() - start:.1f}s, "
-        f"R@5 of gold triples {sum(recalls) / len(recalls):.3f}")
-  start = time.time()
-  predictions = decoder.generate(prompts, cfg.eval.max_new_tokens)
-  elapsed = time.time() - start
-  accuracy = multiple_choice_accuracy(decoder, prompts, questions)
-  golds = [[a.answer for a in q.answers] for q in questions]
-  rows = []
-  for q, pred, gold in zip(questions, predictions, golds):
-    em, f1 = answer_metrics.answer_metrics(pred, gold)
-    rows.append(dict(qid=q.qid, family=q.family, question=q.question, prediction=pred,
-                     gold=gold, em=em, f1=f1))
-    print(f"[{q.family:9s}] {q.question}\n    -> {pred!r}  (gold {gold}, F1 {f1:.2f})")
-  scores = answer_metrics.mean_answer_metrics(predictions, golds)
-  print(f"SceneKB {f.split}: {len(rows)} questions, EM {scores['em']:.1f}%, "
-        f"F1 {scores['f1']:.1f}%, {elapsed:.1f}s generation; multiple choice (4 options, "
-        f"length-normalised log-likelihood) accuracy {100 * accuracy:.1f}%")
-  if f.predictions:
-    with open(f.predictions, "w") as out:
-      for row in rows:
-        out.write(json.dumps(row) + "\n")
+  system = GraphLoom.from_config(config, heads=FLAGS.heads)
+  print(f"GraphLoom: decoder {system.decoder.source} ({config.model.dtype}), heads "
+        f"{FLAGS.heads}, loaded in {time.time() - start:.1f}s")
+  if FLAGS.question:
+    if not FLAGS.triples_file:
+      raise app.UsageError("--question needs --triples_file")
+    answers = answer_own(system, FLAGS.triples_file)
+  else:
+    kb = scenekb.load(FLAGS.split)
+    system.kb_sources = [kb.kb_source()]
+    questions = round_robin(kb.questions, FLAGS.num_questions)
+    graphs = {}
+    for inst in tqdm(sorted({q.extra["instance_id"] for q in questions}), desc="instance graphs"):
+      t0 = time.perf_counter()
+      graphs[inst] = (system.instance_graph(kb.scene_graph(inst), instance_id=inst),
+                      time.perf_counter() - t0)
+    modes = MODES if FLAGS.compare else (FLAGS.mode,)
+    rows, answers = [], []
+    for mode in modes:
+      got = []
+      bar = tqdm(range(0, len(questions), FLAGS.batch_size), desc=mode, unit="batch")
+      for s in bar:
+        qs = questions[s:s + FLAGS.batch_size]
+        out = system.answer_batch([q.question for q in qs],
+                                  [graphs[q.extra["instance_id"]][0] for q in qs],
+                                  options=[q.extra["options"] for q in qs], mode=mode)
+        for q, a in zip(qs, out):
+          a.timings["instance_graph"] = graphs[q.extra["instance_id"]][1]
+          tqdm.write(f"[{mode} {q.family:9s}] {q.question}\n" +
+                     show(a, q.answer_texts, q.extra["options"]))
+        got += out
+      rows.append(summary(mode, got, questions))
+      answers += got
+    print_summary(rows, len(questions), FLAGS.split)
+  if FLAGS.predictions:
+    with open(FLAGS.predictions, "w") as f:
+      for a in answers:
+        f.write(json.dumps(a.to_json()) + "\n")
+    print(f"wrote {len(answers)} answers to {FLAGS.predictions}")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ frozen.
 Rerunning with the same --workdir resumes from its latest checkpoint (same data order). The
 workdir receives: checkpoints/ (latest), best/ (best S_val), metrics.jsonl (one JSON line per
 logged step and per evaluation), tensorboard/ (event files), features/ (cached embeddings and
-token ids), config.json and final.json.
+token ids), config.json, final.json and heads/ (the best heads for
+`GraphLoom.from_config(config, heads=WORKDIR/heads)`).
 """
 
 import json
@@ -21,6 +22,7 @@ from ml_collections import config_flags
 from graphloom_jax.data import scenekb
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.models import load_embedder
+from graphloom_jax.pipeline import GraphLoom, save_heads
 from graphloom_jax.training import data, trainer
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/tiny.py", "configuration")
@@ -29,22 +31,22 @@ flags.mark_flag_as_required("workdir")
 
 
 def load_data(config, decoder, workdir: pathlib.Path):
-  """Features of the training and validation questions (cached under workdir/features)."""
+  """Features of the training and validation questions through GraphLoom's pipeline (cached
+  under workdir/features)."""
   if config.train.data != "scenekb":
     raise ValueError(f"config.train.data={config.train.data!r}: only 'scenekb' (the embedded "
                      "benchmark) is wired into training")
-  tok = decoder.tokenizer or data.ByteTokenizer(decoder.config.vocab_size)
-  fmt = data.TextFormat(tok)
-  spec = data.FeatureSpec.from_config(config)
-  embedder = load_embedder(config.embedder.path or None)
+  splits = {s: scenekb.load(s) for s in ("train", "validation")}
+  system = GraphLoom(config, decoder, load_embedder(config.embedder.path or None),
+                     kb_sources=[splits["train"].kb_source()])
   out = {}
   for split, limit in (("train", config.train.max_train_examples),
                        ("validation", config.train.eval_examples)):
-    kb = scenekb.load(split)
+    kb = splits[split]
     questions = kb.questions[:limit] if limit else kb.questions
     start = time.time()
-    out[split] = data.cached_featurize(workdir / "features", split, kb, questions, fmt,
-                                       embedder.embed, spec, embedder.model_id)
+    out[split] = data.cached_featurize(workdir / "features", split, system, kb, questions,
+                                       config.train.seq_len)
     print(f"{split}: {len(questions)} questions featurised in {time.time() - start:.1f}s")
   return out["train"], out["validation"]
 
@@ -61,6 +63,10 @@ def main(argv):
   t = trainer.Trainer(config, decoder.model, train_arrays, val_arrays, workdir)
   try:
     result = t.train()
+    # The best heads (else the latest) as a standalone checkpoint for GraphLoom.from_config.
+    t.restore("best") or t.restore("latest")
+    save_heads(t.heads(), workdir / "heads", config,
+               {"step": t.step, "best_s_val": t.best, "decoder": decoder.source})
   finally:
     t.close()
   (workdir / "final.json").write_text(json.dumps(result, indent=2))

@@ -13,6 +13,7 @@ from configs import tiny
 from graphloom_jax.data import scenekb
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.models import heads as heads_lib
+from graphloom_jax.pipeline import GraphLoom
 from graphloom_jax.training import data, trainer
 
 
@@ -41,16 +42,15 @@ def setup():
   cfg.train.checkpoint_every = 2
   cfg.train.eval_examples = 8
   dec = decoder_lib.from_config(cfg.model)
-  fmt = data.TextFormat(data.ByteTokenizer(cfg.model.arch.vocab_size))
-  spec = data.FeatureSpec.from_config(cfg)
   train_kb, val_kb = scenekb.load("train"), scenekb.load("validation")
-  tr = data.featurize(train_kb, train_kb.questions[:40], fmt, HashEmbed(), spec)
-  va = data.featurize(val_kb, val_kb.questions[:8], fmt, HashEmbed(), spec)
-  return cfg, dec, tr, va
+  system = GraphLoom(cfg, dec, HashEmbed(), kb_sources=[train_kb.kb_source()])
+  tr = data.featurize(system, train_kb, train_kb.questions[:40], cfg.train.seq_len)
+  va = data.featurize(system, val_kb, val_kb.questions[:8], cfg.train.seq_len)
+  return cfg, dec, tr, va, system
 
 
 def _run(setup, workdir, devices=None, on_step=None):
-  cfg, dec, tr, va = setup
+  cfg, dec, tr, va, _ = setup
   t = trainer.Trainer(cfg, dec.model, tr, va, workdir, devices=devices, progress=False,
                       on_step=on_step, log=lambda *_: None)
   try:
@@ -73,7 +73,7 @@ def full_run(setup, tmp_path_factory):
 
 
 def test_frozen_backbone_and_optimizer_state(setup, full_run):
-  cfg, dec, _, _ = setup
+  cfg, dec, _, _, _ = setup
   t, before, tmp_path = full_run
   after = _leaves(nnx.state(dec.model))
   for a, b in zip(before, after):
@@ -162,7 +162,7 @@ def test_schedule_and_accumulation():
 
 
 def test_features_shapes_and_errors(setup):
-  cfg, _, tr, _ = setup
+  cfg, _, tr, _, system = setup
   n, s = tr["tokens"].shape
   assert s == cfg.train.seq_len and tr["slot_keys"].shape == (n, cfg.memory.bank_size, 16)
   # the loss mask covers exactly the answer tokens plus EOS after the prompt
@@ -173,9 +173,8 @@ def test_features_shapes_and_errors(setup):
   assert answer.strip() == kb.questions[0].answer_texts[0]
   assert tr["targets"][row][tr["loss_mask"][row]][-1] == data.ByteTokenizer.eos_id
   assert np.all(tr["mc_option_mask"].sum(-1) > 0)
-  with pytest.raises(ValueError, match="exceed train.seq_len=8"):
-    data.featurize(kb, kb.questions[:1], data.TextFormat(tok), HashEmbed(),
-                   data.FeatureSpec(seq_len=8, bank_size=16))
+  with pytest.raises(ValueError, match="exceed the row length 8"):
+    data.featurize(system, kb, kb.questions[:1], 8)
   with pytest.raises(ValueError, match="cannot fill one batch"):
     data.batches({k: v[:3] for k, v in tr.items()}, 4, 0)
   with pytest.raises(ValueError, match="at least 259"):
@@ -188,7 +187,7 @@ def test_decoder_with_bound_router_matches_training_forward(setup):
   from graphloom_jax.models import heads as heads_mod
   from graphloom_jax.models import router as router_lib
   import jax.numpy as jnp
-  cfg, dec, tr, _ = setup
+  cfg, dec, tr, _, _ = setup
   heads = heads_mod.GraphLoomHeads(cfg, dec.config.hidden_size, 16, 16, 1, rngs=nnx.Rngs(5))
   batch = {k: jnp.asarray(v[:2]) for k, v in tr.items()}
   mem, inputs = heads.memory(batch)
@@ -203,24 +202,14 @@ def test_decoder_with_bound_router_matches_training_forward(setup):
   assert np.abs(plain - got).max() > 1e-4  # the memory changes the output
 
 
-def test_retrieve_and_flat_prompt(setup):
-  cfg = setup[0]
-  kb = scenekb.load("train")
-  spec = data.FeatureSpec.from_config(cfg)
-  emb = HashEmbed()
-  ev = data.retrieve(kb, kb.questions[:3], emb, spec)
-  assert all(0 < len(e) <= cfg.memory.bank_size // 2 for e in ev)
-  q = emb([kb.questions[0].question])[0]
-  sims = [float(emb([t.verbalize()])[0] @ q) for t in ev[0]]
-  assert sims == sorted(sims, reverse=True)
-  assert all(t.confidence >= cfg.graph.tau_edge for t in ev[0])
+def test_flat_prompt():
   fmt = data.TextFormat(data.ByteTokenizer(512))
   ids = fmt.evidence_prompt_ids("Q?", ["a b c.", "d e f."])
   assert "Evidence:\na b c.\nd e f.\nQuestion: Q?" in fmt.tok.decode(ids)
 
 
 def test_early_stopping_and_best_checkpoint(setup, tmp_path, monkeypatch):
-  cfg, dec, tr, va = setup
+  cfg, dec, tr, va, _ = setup
   cfg = cfg.copy_and_resolve_references()
   cfg.train.eval_every = 2
   cfg.train.patience = 1

@@ -156,13 +156,14 @@ PROMPT = ("Question: {question}\nFacts found so far: {evidence}\nWrite one short
 class DecoderQueryWriter:
   """The decoder writes the intermediate query: at most `max_tokens` new tokens."""
 
-  def __init__(self, decoder, max_tokens: int = 15, prompt: str = PROMPT):
+  def __init__(self, decoder, max_tokens: int = 15, prompt: str = PROMPT, batch_size: int = 16):
     if not callable(getattr(decoder, "generate", None)):
       raise TypeError(f"DecoderQueryWriter needs an object with generate(prompts, "
                       f"max_new_tokens, chat), got {type(decoder).__name__}")
     self.decoder = decoder
     self.max_tokens = max_tokens
     self.prompt = prompt
+    self.batch_size = batch_size  # prompts per generation call (bounds the KV cache)
 
   def __call__(self, ctx: RoundOneContext) -> str:
     return self.write_batch([ctx])[0]
@@ -174,7 +175,10 @@ class DecoderQueryWriter:
     prompts = [self.prompt.format(question=c.question, n=self.max_tokens,
                                   evidence="; ".join(t.verbalize() for t in c.evidence))
                for c in contexts]
-    texts = self.decoder.generate(prompts, max_new_tokens=self.max_tokens, chat=True)
+    texts = []
+    for s in range(0, len(prompts), self.batch_size):
+      texts += self.decoder.generate(prompts[s:s + self.batch_size],
+                                     max_new_tokens=self.max_tokens, chat=True)
     tok = getattr(self.decoder, "tokenizer", None)
     out = []
     for ctx, text in zip(contexts, texts):

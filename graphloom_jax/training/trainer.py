@@ -21,7 +21,13 @@ Checkpoints (orbax, WORKDIR/checkpoints latest two, WORKDIR/best the best S_val)
 calibration state, optimizer state, and JSON metadata with the step, the data position (the
 micro-step, which indexes the grain dataset directly) and the early-stopping state. Rerunning in
 the same WORKDIR resumes from the latest checkpoint; metrics.jsonl lines written after that
-checkpoint (by a run that was killed) are dropped so the log has each step once.
+checkpoint (by a run that was killed) are dropped so the log has each step once, a torn last line
+(a kill mid-write) is dropped with a warning, and TensorBoard's event files are rewritten from the
+kept lines, so they too hold each step once. Best checkpoints newer than the resumed step (a kill
+between best/N and checkpoints/N) are deleted: the resumed run redoes them. Rerunning a finished
+or early-stopped run trains no further and returns its last evaluation again. A trainer holds an
+exclusive lock on WORKDIR (`WorkdirLock`) from construction to `close()`, so a second trainer on
+the same WORKDIR fails at once instead of interleaving with the first.
 
 Evaluation every `eval_every` steps on validation questions:
   S_ans   multiple-choice accuracy (length-normalised option log-likelihood, with the memory);
@@ -32,6 +38,7 @@ Evaluation every `eval_every` steps on validation questions:
 """
 
 import dataclasses
+import fcntl
 import functools
 import json
 import math
@@ -48,6 +55,7 @@ import orbax.checkpoint as ocp
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec as P
 
+from graphloom_jax import atomic
 from graphloom_jax.evaluation import answers, calibration
 from graphloom_jax.models import heads as heads_lib
 from graphloom_jax.models import llama
@@ -62,14 +70,15 @@ ModelCall = Callable[..., tuple[jax.Array, jax.Array]]
 
 
 def decoder_forward(backbone: llama.Llama, tokens: jax.Array, valid: jax.Array,
-                    memory: memory_lib.Memory, route: memory_lib.Router):
-  """The one place that calls the decoder: full-sequence forward with the memory and router.
+                    memory: memory_lib.Memory, route: memory_lib.Router, first_layer: int = -1):
+  """The one place that calls the decoder: full-sequence forward with the memory and router,
+  memory layers from `first_layer` (the Trainer binds config.memory.first_layer).
 
   Returns logits [B, T, V] and the attention mass on each slot [L_m, B, T, N, M].
   """
   cache = llama.KVCache.init(backbone.config, tokens.shape[0], tokens.shape[1], backbone.dtype)
   logits, _, aux = backbone(tokens, cache, valid, memory=memory, route=route,
-                            return_slot_attention=True)
+                            first_layer=first_layer, return_slot_attention=True)
   return logits, aux["slot_attention"]
 
 
@@ -215,28 +224,79 @@ def _jsonable(d):
   return out
 
 
+class WorkdirBusyError(RuntimeError):
+  """Another trainer holds the workdir's lock."""
+
+
+class WorkdirLock:
+  """An exclusive lock on a training workdir (flock on WORKDIR/.lock), held until `release()`.
+
+  flock locks belong to the open file, so a second lock on the same workdir fails even within
+  one process, and the operating system drops the lock when its holder dies (kill -9 included).
+  """
+
+  FILE = ".lock"
+
+  def __init__(self, workdir):
+    self.workdir = pathlib.Path(workdir)
+    self.workdir.mkdir(parents=True, exist_ok=True)
+    self._file = open(self.workdir / self.FILE, "a+")
+    try:
+      fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      self._file.seek(0)
+      holder = self._file.read().strip() or "an unknown process"
+      self._file.close()
+      raise WorkdirBusyError(f"{self.workdir} is in use by another trainer ({holder}); wait for "
+                             "it to finish or choose another workdir") from None
+    self._file.truncate(0)
+    self._file.write(f"pid {os.getpid()}\n")
+    self._file.flush()
+
+  def release(self):
+    if not self._file.closed:
+      fcntl.flock(self._file, fcntl.LOCK_UN)
+      self._file.close()
+
+
 class Trainer:
   """Trains the GraphLoom heads of a frozen decoder.
 
   Args:
     config: the full ml_collections config.
     backbone: the frozen `llama.Llama` module (never modified).
-    train_arrays / val_arrays: features from `data.featurize` ([N, ...] numpy).
+    train_arrays / val_arrays: features from `data.featurize` ([N, ...] numpy; the pipeline's
+      evidence arrays plus token rows).
     workdir: checkpoints, metrics.jsonl and TensorBoard summaries go here.
     model_call: the decoder call (default `decoder_forward`).
     devices: devices of the data-parallel mesh (default all).
     progress: show a tqdm bar.
     on_step: called with the step number after every optimizer step (hooks, tests).
+    workdir_lock: a `WorkdirLock` the caller already holds on `workdir` (a launcher takes it
+      before writing anything there); by default the trainer takes its own. Either way
+      `close()` releases it.
   """
 
   def __init__(self, config, backbone: llama.Llama, train_arrays, val_arrays, workdir, *,
                model_call: ModelCall = decoder_forward, devices=None, progress: bool = True,
-               on_step: Callable[[int], None] | None = None, log=print):
+               on_step: Callable[[int], None] | None = None, log=print,
+               workdir_lock: WorkdirLock | None = None):
+    self.workdir = pathlib.Path(workdir)
+    self._lock = workdir_lock or WorkdirLock(self.workdir)
+    try:
+      self._init(config, backbone, train_arrays, val_arrays, model_call, devices, progress,
+                 on_step, log)
+    except BaseException:
+      self._lock.release()
+      raise
+
+  def _init(self, config, backbone, train_arrays, val_arrays, model_call, devices, progress,
+            on_step, log):
     self.config = config
     self.h = Hyper.from_config(config)
-    self.workdir = pathlib.Path(workdir)
-    self.workdir.mkdir(parents=True, exist_ok=True)
-    self.model_call = model_call
+    # The default call runs the memory layers the config names (a partial: one compile each).
+    self.model_call = (functools.partial(decoder_forward, first_layer=config.memory.first_layer)
+                       if model_call is decoder_forward else model_call)
     self.progress = progress
     self.on_step = on_step
     self.log = log
@@ -253,7 +313,8 @@ class Trainer:
     self.dtype = backbone.dtype
     embed_dim = train_arrays["slot_keys"].shape[-1]
     image_dim = train_arrays["image"].shape[-1]
-    num_memory_layers = backbone.config.num_layers - backbone.first_memory_layer(-1)
+    num_memory_layers = (backbone.config.num_layers
+                         - backbone.first_memory_layer(config.memory.first_layer))
     heads = heads_lib.GraphLoomHeads(config, backbone.config.hidden_size, embed_dim, image_dim,
                                      num_memory_layers, rngs=nnx.Rngs(config.seed))
     self.heads_def, params, rest = nnx.split(heads, nnx.Param, ...)
@@ -306,6 +367,14 @@ class Trainer:
     self.evals_without_improvement = int(meta["evals_without_improvement"])
     return True
 
+  def _drop_best_after_resume_point(self):
+    """Best checkpoints newer than the current step come from the lost part of a killed run (a
+    kill between best/N and checkpoints/N); the resumed run redoes them, and orbax refuses to
+    write a step that exists."""
+    for step in self.best_ckpt.all_steps():
+      if step > self.step:
+        self.best_ckpt.delete(step)
+
   def fit_reliability_calibration(self, arrays=None) -> None:
     """Fits the router's c_p calibration (conf_ext vs slot utility) on validation slots."""
     arrays = self.val_arrays if arrays is None else arrays
@@ -325,22 +394,64 @@ class Trainer:
   def _metrics_path(self):
     return self.workdir / "metrics.jsonl"
 
-  def _trim_metrics(self):
+  def _read_metrics(self) -> list[dict[str, Any]]:
+    """metrics.jsonl's records; a torn last line (no newline: a killed write) is dropped with
+    a warning, any other unreadable line is an error naming it."""
     path = self._metrics_path()
     if not path.exists():
-      return
-    keep = [line for line in path.read_text().splitlines()
-            if line.strip() and json.loads(line).get("step", 0) <= self.step]
-    path.write_text("".join(line + "\n" for line in keep))
+      return []
+    lines = path.read_bytes().split(b"\n")
+    records = []
+    for number, raw in enumerate(lines, 1):
+      if not raw.strip():
+        continue
+      try:
+        record = json.loads(raw.decode("utf-8"))
+      except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        if number == len(lines):
+          self.log(f"warning: {path} line {number} is torn (a write was killed); dropping it: "
+                   f"{raw[:80]!r}")
+          continue
+        raise ValueError(f"{path} line {number}: not a JSON record ({e}); fix or delete the "
+                         "line to resume") from None
+      if not isinstance(record, dict) or isinstance(record.get("step"), bool) or not isinstance(
+          record.get("step"), int):
+        raise ValueError(f"{path} line {number}: expected a JSON object with an integer "
+                         f"'step', got {raw[:80]!r}")
+      records.append(record)
+    return records
+
+  def _trim_logs(self) -> list[dict[str, Any]]:
+    """Keeps the records up to the current step in metrics.jsonl and rewrites TensorBoard's
+    events from them; returns them."""
+    from tensorboardX import SummaryWriter
+
+    records = [r for r in self._read_metrics() if r["step"] <= self.step]
+    if self._metrics_path().exists():
+      atomic.atomic_write_text(self._metrics_path(),
+                               "".join(json.dumps(r) + "\n" for r in records))
+    if (self.workdir / "tensorboard").exists():
+      with atomic.atomic_dir(self.workdir / "tensorboard") as tmp:
+        # Its own suffix: event file names hold only the second and the host, and the run's
+        # writer opened in the same second would otherwise truncate this file.
+        writer = SummaryWriter(str(tmp), filename_suffix=".resumed")
+        for r in records:
+          self._add_scalars(writer, r)
+        writer.close()
+    return records
+
+  @staticmethod
+  def _add_scalars(writer, record):
+    for k, v in record.items():
+      if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool):
+        writer.add_scalar(k, v, record["step"])
 
   def _write(self, record, writer):
     with open(self._metrics_path(), "a") as f:
       f.write(json.dumps(_jsonable(record)) + "\n")
     self.history.append(record)
     if writer is not None:
-      for k, v in record.items():
-        if k != "step" and isinstance(v, (int, float)):
-          writer.add_scalar(k, v, record["step"])
+      self._add_scalars(writer, record)
       writer.flush()
 
   # ---------------------------------------------------------------- evaluation
@@ -381,7 +492,8 @@ class Trainer:
     resumed = self.restore()
     if not resumed:
       self.fit_reliability_calibration()
-    self._trim_metrics()
+    self._drop_best_after_resume_point()
+    records = self._trim_logs()
     cfg = self.config.train
     self.log(f"GraphLoom trainable parameters: {self.num_params:,} (backbone frozen); "
              f"data-parallel over {self.mesh.devices.size} device(s); "
@@ -389,8 +501,10 @@ class Trainer:
     writer = SummaryWriter(str(self.workdir / "tensorboard"))
     bar = tqdm(total=self.h.num_steps, initial=self.step, unit="step", dynamic_ncols=True,
                disable=not self.progress)
-    window, last = [], None
-    stopped = False
+    window = []
+    # A finished run returns its last evaluation again instead of nothing.
+    last = next((r for r in reversed(records) if "s_val" in r), None)
+    stopped = self.evals_without_improvement >= cfg.patience
     sched = schedule(self.h)
     t0 = time.perf_counter()
     try:
@@ -439,5 +553,8 @@ class Trainer:
     return last or {}
 
   def close(self):
-    self.latest.close()
-    self.best_ckpt.close()
+    try:
+      self.latest.close()
+      self.best_ckpt.close()
+    finally:
+      self._lock.release()

@@ -1,0 +1,492 @@
+"""GraphLoom end to end: question + instance triples -> a verified answer that cites its
+evidence. Read top to bottom, this is the system:
+
+  1. instance graph     `pipeline.instance`: triples >= tau_edge, canonical names, KB
+                        enrichment (tau_KB, kb_hops), a retrieval pool over the configured index
+  2. retrieval          `retrieval.subgraph`: K seeds, bounded 2-hop expansion (d_max, N_max),
+                        the interleaved second round (the configured query writer, batched)
+  3. correction         `pipeline.correct`: the retrieval evaluator vs tau_eval; below it one
+                        action (expansion boost / query reformulation / verbalization repair)
+  4. evidence           `pipeline.evidence`: HieraSlot bank + prefix inputs, fixed shapes
+  5. decoding           mode "graphloom": the trained heads build the memory; the router picks
+                        the active slots at every step inside the decoder's jitted loop
+                        (layers >= memory.first_layer, sparse self-KV when memory.sparse);
+                        "flat_rag": the same subgraph verbalised into the prompt;
+                        "no_retrieval": the question alone. Options, when given, are scored
+                        by length-normalised log-likelihood under the same conditioning.
+  6. verification       `pipeline.verify`: atomic claims, entailment by the configured verifier
+                        against the evidence (>= tau_ent); when a claim fails, ONE revision
+                        conditioned only on the verified evidence (below), verified again
+  7. the answer         `pipeline.types.Answer`: text, choice, cited triples (the slots routed at
+                        the answer steps, with gates and sources), claims, correction, timings
+
+Verified evidence (what the revision may use): the triples the answer cited (routed at its
+answer steps) followed by the best-scored remaining triples of the subgraph, `eval.verify_evidence`
+in all; the same list is the verifier's premise. The revision's prompt lists only these
+triples (`verify.revision_prompt`) and, in GraphLoom mode, its memory holds only their slots.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import time
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from graphloom_jax.models import decoder as decoder_lib
+from graphloom_jax.models import heads as heads_lib
+from graphloom_jax.models import llama, load_embedder
+from graphloom_jax.models import router as router_lib
+from graphloom_jax.pipeline import correct as correct_lib
+from graphloom_jax.pipeline import decode, evidence as evidence_lib, instance, prompts
+from graphloom_jax.pipeline import verify as verify_lib
+from graphloom_jax.pipeline.types import MODES, Answer, CitedTriple, Claim
+from graphloom_jax.retrieval import factory
+from graphloom_jax.retrieval import subgraph as sg
+
+HEADS_DIR = pathlib.Path(__file__).resolve().parents[1] / "resources" / "heads"
+HEADS_FILE, HEADS_META = "heads.safetensors", "heads.json"
+# Config sections that shape the heads: a checkpoint only fits a config that agrees on them.
+HEAD_SHAPE_KEYS = ("memory.prefix_len", "memory.entity_slots",
+                   "memory.relation_slots", "memory.first_layer", "router.router_dim",
+                   "router.feature_hidden", "router.calibration", "fusion.dim",
+                   "fusion.per_layer", "fusion.slot_rank")
+
+
+def _get(config, dotted: str):
+  for part in dotted.split("."):
+    config = config[part]
+  return config
+
+
+# ------------------------------------------------------------------------------ trained heads
+
+def new_heads(config, decoder: decoder_lib.Decoder, embed_dim: int, seed: int = 0
+              ) -> heads_lib.GraphLoomHeads:
+  """Freshly initialised heads for this decoder (image tokens are text embeddings here)."""
+  model = decoder.model
+  layers = model.config.num_layers - model.first_memory_layer(config.memory.first_layer)
+  return heads_lib.GraphLoomHeads(config, model.config.hidden_size, embed_dim, embed_dim,
+                                  layers, rngs=nnx.Rngs(seed))
+
+
+def _flat(heads) -> dict[str, Any]:
+  state = nnx.state(heads)
+  leaves, _ = jax.tree_util.tree_flatten_with_path(state)
+  return {jax.tree_util.keystr(path): leaf for path, leaf in leaves}
+
+
+def save_heads(heads, folder, config, meta: dict | None = None) -> pathlib.Path:
+  """Writes heads.safetensors (every variable, calibration included) and heads.json (the head
+  shape settings of `config`, and `meta`)."""
+  from safetensors.numpy import save_file
+  from graphloom_jax import atomic
+  folder = pathlib.Path(folder)
+  folder.mkdir(parents=True, exist_ok=True)
+  arrays = {k: np.asarray(v, np.float32) for k, v in _flat(heads).items()}
+  with atomic.atomic_path(folder / HEADS_FILE) as tmp:
+    save_file(arrays, str(tmp))
+  atomic.atomic_write_json(folder / HEADS_META, {
+      "config": {k: _get(config, k) for k in HEAD_SHAPE_KEYS}, **(meta or {})})
+  return folder
+
+
+def load_heads(folder, config, decoder: decoder_lib.Decoder, embed_dim: int
+               ) -> heads_lib.GraphLoomHeads:
+  """Heads saved by `save_heads`; a checkpoint that does not fit `config` or the decoder is an
+  error that names what differs."""
+  from safetensors.numpy import load_file
+  folder = pathlib.Path(folder)
+  path, meta_path = folder / HEADS_FILE, folder / HEADS_META
+  for p in (path, meta_path):
+    if not p.is_file():
+      raise FileNotFoundError(f"heads checkpoint {folder}: {p.name} is missing")
+  try:
+    meta = json.loads(meta_path.read_text())
+  except json.JSONDecodeError as e:
+    raise ValueError(f"{meta_path}: not valid JSON ({e.msg})") from None
+  saved = meta.get("config", {})
+  diff = {k: (saved.get(k), _get(config, k)) for k in HEAD_SHAPE_KEYS
+          if saved.get(k) != _get(config, k)}
+  if diff:
+    raise ValueError(f"heads checkpoint {folder} was trained with other settings: " + ", ".join(
+        f"{k}={a!r} (config has {b!r})" for k, (a, b) in sorted(diff.items())))
+  heads = new_heads(config, decoder, embed_dim)
+  template = _flat(heads)
+  try:
+    arrays = load_file(str(path))
+  except Exception as e:  # safetensors raises its own error types for corrupt headers
+    raise ValueError(f"{path}: unreadable safetensors file ({e})") from None
+  problems = [f"missing {k}" for k in template if k not in arrays]
+  problems += [f"unexpected {k}" for k in arrays if k not in template]
+  problems += [f"{k}: shape {arrays[k].shape}, the model needs {tuple(v.shape)}"
+               for k, v in template.items() if k in arrays and arrays[k].shape != v.shape]
+  if problems:
+    raise ValueError(f"heads checkpoint {path} does not fit decoder {decoder.source} "
+                     f"(width {decoder.config.hidden_size}) and embedder width {embed_dim}: "
+                     + "; ".join(problems[:8]))
+  state = nnx.state(heads)
+  leaves, treedef = jax.tree_util.tree_flatten_with_path(state)
+  new = [jnp.asarray(arrays[jax.tree_util.keystr(p)], leaf.dtype) for p, leaf in leaves]
+  nnx.update(heads, jax.tree_util.tree_unflatten(treedef, new))
+  return heads
+
+
+# ------------------------------------------------------------------------------ the system
+
+@dataclasses.dataclass
+class Prepared:
+  """One question on its way through the stages (after `GraphLoom.prepare`: its instance
+  graph, subgraph, correction and evidence)."""
+  question: str
+  options: list[str] | None
+  graph: instance.InstanceGraph | None
+  timings: dict[str, float]
+  embedding: np.ndarray | None = None
+  subgraph: sg.Subgraph | None = None
+  correction: Any = None
+  evidence: evidence_lib.Evidence | None = None
+  prompt: list[int] | None = None
+  text: str = ""
+  tokens: list[int] | None = None
+  cited: list[CitedTriple] = dataclasses.field(default_factory=list)
+  option_scores: list[float] | None = None
+
+
+class GraphLoom:
+  """The GraphLoom system around a frozen decoder (see the module docstring).
+
+  Build with `from_pretrained("embedded")` (SmolLM2 + MiniLM + the shipped heads) or
+  `from_config(config, heads=DIR)`. `heads=None` allows only the text modes."""
+
+  def __init__(self, config, decoder: decoder_lib.Decoder, embedder, heads=None,
+               verifier: verify_lib.Verifier | None = None, writer=None, kb_sources=(),
+               wordnet=None):
+    self.config = config
+    self.decoder = decoder
+    self.embedder = (embedder if isinstance(embedder, evidence_lib.MemoEmbedder)
+                     else evidence_lib.MemoEmbedder(embedder))
+    self.embed_dim = int(self.embedder.embed(["."]).shape[1])
+    self.heads = heads
+    self.fmt = prompts.TextFormat.for_decoder(decoder)
+    self.writer = writer if writer is not None else factory.query_writer(config, decoder)
+    self.verifier = verifier if verifier is not None else self._default_verifier()
+    self.kb_sources = list(kb_sources)
+    self.wordnet = wordnet
+    self.evaluator = correct_lib.RetrievalEvaluator.from_config(config)
+    self.selector = correct_lib.CorrectionSelector.from_config(config)
+    self.sparse = llama.SparseSpec.from_config(config.memory)
+    self.first_layer = config.memory.first_layer
+    self.subgraph_config = sg.SubgraphConfig.from_config(config.retrieval)
+    if heads is not None:
+      self._heads_def, self._heads_state = nnx.split(heads)
+      self._backbone_def, self._backbone_state = nnx.split(decoder.model)
+
+  def _default_verifier(self):
+    kind = self.config.eval.verifier
+    if kind == "decoder":
+      return verify_lib.DecoderJudge(self.decoder, self.fmt.tok)
+    if kind.startswith("nli:"):
+      return verify_lib.NLIVerifier.from_pretrained(kind[4:])
+    raise ValueError(f"config.eval.verifier={kind!r}; expected 'decoder' or 'nli:<folder>'")
+
+  @classmethod
+  def from_config(cls, config, heads: str | None = None, **kwargs) -> "GraphLoom":
+    """Decoder and embedder as `config` names them; `heads` a folder written by `save_heads`
+    (or by `launch.train`'s export), None for the text modes only."""
+    dec = decoder_lib.from_config(config.model)
+    emb = evidence_lib.MemoEmbedder(load_embedder(config.embedder.path or None))
+    loaded = None
+    if heads is not None:
+      loaded = load_heads(heads, config, dec, int(emb.embed(["."]).shape[1]))
+    return cls(config, dec, emb, loaded, **kwargs)
+
+  @classmethod
+  def from_pretrained(cls, name: str = "embedded", **kwargs) -> "GraphLoom":
+    """"embedded": SmolLM2-135M-Instruct, all-MiniLM-L6-v2 and the heads shipped with the
+    package (trained on SceneKB; see graphloom_jax/resources/heads/smollm2/README.md)."""
+    if name != "embedded":
+      raise ValueError(f"GraphLoom.from_pretrained: unknown name {name!r}; 'embedded' is the "
+                       "one shipped model (use from_config for others)")
+    from configs import smollm2
+    return cls.from_config(smollm2.get_config(), heads=str(HEADS_DIR / "smollm2"), **kwargs)
+
+  # ---------------------------------------------------------------- stage 1
+
+  def instance_graph(self, triples, *, objects: Sequence[str] | None = None,
+                     instance_id: str = "") -> instance.InstanceGraph:
+    """Stage 1 (cache the result per image: it does not depend on the question)."""
+    return instance.build(triples, config=self.config, embedder=self.embedder,
+                          kb_sources=self.kb_sources, objects=objects, instance_id=instance_id)
+
+  # ---------------------------------------------------------------- answering
+
+  def answer(self, question: str, triples, *, objects: Sequence[str] | None = None,
+             options: Sequence[str] | None = None, mode: str = "graphloom") -> Answer:
+    """Answers one question from its triples (Triple records, a VG-style scene graph dict, or
+    an InstanceGraph from `instance_graph`)."""
+    return self.answer_batch([question], [triples], objects=None if objects is None
+                             else [objects], options=None if options is None else [options],
+                             mode=mode)[0]
+
+  def answer_batch(self, questions: Sequence[str], triples: Sequence, *,
+                   objects: Sequence | None = None, options: Sequence | None = None,
+                   mode: str = "graphloom") -> list[Answer]:
+    """`answer` for many questions, decoding them as one batch."""
+    items = self._items(questions, triples, objects, options, mode)
+    if all(it.graph is not None for it in items):
+      self._prepare(items)
+    self._decode(items, mode)
+    self._score_options(items, mode)
+    answers = self._verify(items, mode)
+    return answers
+
+  def prepare(self, questions: Sequence[str], triples: Sequence, *,
+              objects: Sequence | None = None, gold: Sequence | None = None) -> list[Prepared]:
+    """Stages 1-4 for many questions: what the decoder will read. Training featurisation
+    calls this too (with `gold`, each question's supporting triples, for the slot utility
+    labels), so training and answering route over the same slots."""
+    items = self._items(questions, triples, objects, None, "graphloom", need_heads=False)
+    self._prepare(items, gold)
+    return items
+
+  def _prepare(self, items: list[Prepared], gold: Sequence | None = None) -> None:
+    self._retrieve(items)
+    self._correct(items)
+    self._evidence(items, gold)
+
+  def _items(self, questions, triples, objects, options, mode, need_heads: bool = True
+             ) -> list[Prepared]:
+    if mode not in MODES:
+      raise ValueError(f"mode={mode!r}; expected one of {MODES}")
+    if mode == "graphloom" and need_heads and self.heads is None:
+      raise ValueError("mode='graphloom' needs trained heads: build with from_pretrained or "
+                       "from_config(config, heads=DIR)")
+    if isinstance(questions, str):
+      raise TypeError("answer_batch takes a list of questions; use answer() for one")
+    n = len(questions)
+    if n == 0:
+      raise ValueError("answer_batch: no questions given")
+    for name, seq in (("triples", triples), ("objects", objects), ("options", options)):
+      if seq is not None and len(seq) != n:
+        raise ValueError(f"answer_batch: {len(seq)} {name} lists for {n} questions")
+    items = []
+    for i, q in enumerate(questions):
+      if not isinstance(q, str) or not q.strip():
+        raise ValueError(f"question {i} is empty")
+      opts = None
+      if options is not None and options[i] is not None:
+        opts = list(options[i])
+        if len(opts) < 2:
+          raise ValueError(f"question {i} ({q!r}): give at least 2 options, got {len(opts)}")
+        for j, o in enumerate(opts):
+          if not isinstance(o, str) or not o.strip():
+            raise ValueError(f"question {i} ({q!r}): option {j} is empty")
+      t0 = time.perf_counter()
+      tr = triples[i] if triples is not None else None
+      if isinstance(tr, instance.InstanceGraph):
+        graph = tr
+      elif tr is None or (mode == "no_retrieval" and not tr):
+        if mode != "no_retrieval":
+          raise ValueError(f"question {i} ({q!r}): no triples given; mode={mode!r} retrieves "
+                           "from them (mode='no_retrieval' answers without)")
+        graph = None
+      else:
+        try:
+          graph = self.instance_graph(tr, objects=None if objects is None else objects[i])
+        except ValueError as e:
+          raise ValueError(f"question {i} ({q!r}): {e}") from None
+      items.append(Prepared(q.strip(), opts, graph, {"instance_graph": time.perf_counter() - t0}))
+    return items
+
+  def _retrieve(self, items: list[Prepared]) -> None:
+    t0 = time.perf_counter()
+    vecs = self.embedder.embed([it.question for it in items])
+    embed_seconds = (time.perf_counter() - t0) / len(items)
+    retrievers = [sg.BoundedRetriever(it.graph.pool, self.embedder, self.subgraph_config,
+                                      query_writer=self.writer) for it in items]
+    subs = sg.retrieve_batch(retrievers, [it.question for it in items], list(vecs), self.writer)
+    for it, v, s in zip(items, vecs, subs):
+      it.embedding, it.subgraph = v, s
+      it.timings["retrieval"] = embed_seconds + s.timings["total"]
+    self._retrievers = retrievers
+
+  def _correct(self, items: list[Prepared]) -> None:
+    for it, r in zip(items, self._retrievers):
+      t0 = time.perf_counter()
+      it.subgraph, it.correction = correct_lib.correct(
+          it.question, it.embedding, it.subgraph, r, self.embedder, self.writer, self.evaluator,
+          self.selector, self.config, self.wordnet)
+      it.timings["correction"] = time.perf_counter() - t0
+
+  def _evidence(self, items: list[Prepared], gold: Sequence | None = None) -> None:
+    for j, it in enumerate(items):
+      t0 = time.perf_counter()
+      it.evidence = evidence_lib.build(
+          it.question, it.embedding, it.subgraph, it.graph.objects, self.embedder,
+          bank_size=self.config.memory.bank_size, max_objects=self.config.fusion.max_objects,
+          tokenize=self.fmt.tok.encode, gold=gold[j] if gold is not None else ())
+      it.timings["evidence"] = time.perf_counter() - t0
+
+  # ---------------------------------------------------------------- decoding
+
+  def _memory(self, arrays: dict[str, np.ndarray]):
+    batch = {k: jnp.asarray(v) for k, v in arrays.items()}
+    mem, inputs = self.heads.memory(batch, self.decoder.dtype)
+    return mem, router_lib.BoundRouter(self.heads.router, inputs)
+
+  def _prompt(self, it: Prepared, mode: str, lines: Sequence[str] | None = None) -> list[int]:
+    if mode == "flat_rag":
+      lines = lines if lines is not None else [t.verbalize() for t in it.evidence.triples]
+      return self.fmt.evidence_prompt_ids(it.question, [f"{x}." for x in lines])
+    return self.fmt.prompt_ids(it.question)
+
+  def _generate(self, prompt_ids: list[list[int]], mode: str, arrays=None) -> list[list[int]]:
+    kwargs = {}
+    if mode == "graphloom":
+      mem, router = self._memory(arrays)
+      kwargs = dict(memory=mem, router=router, first_layer=self.first_layer, sparse=self.sparse)
+    elif self.sparse is not None:
+      kwargs = dict(sparse=self.sparse)
+    return self.decoder.generate_ids(prompt_ids, self.config.eval.max_new_tokens, **kwargs)
+
+  def _decode(self, items: list[Prepared], mode: str, arrays=None) -> None:
+    t0 = time.perf_counter()
+    for it in items:
+      it.prompt = self._prompt(it, mode)
+    if arrays is None and mode == "graphloom":
+      arrays = evidence_lib.stack([it.evidence for it in items])
+    outs = self._generate([it.prompt for it in items], mode, arrays)
+    seconds = (time.perf_counter() - t0) / len(items)
+    for it, ids in zip(items, outs):
+      it.tokens, it.text = ids, self.fmt.decode(ids)
+      it.timings["decoding"] = it.timings.get("decoding", 0.0) + seconds
+
+  def _rows(self, items: list[Prepared], texts_per_item: list[list[str]]):
+    """[prompt ; text ; EOS] rows for every (item, text), one length bucket."""
+    ids = [[it.prompt + self.fmt.answer_ids(t) for t in texts]
+           for it, texts in zip(items, texts_per_item)]
+    length = prompts.bucket(max(len(r) for rows in ids for r in rows))
+    rows = [prompts.token_row(r, len(it.prompt), length, self.fmt.pad, f"question {it.question!r}")
+            for it, rs in zip(items, ids) for r in rs]
+    return {k: np.stack([r[k] for r in rows]) for k in rows[0]}
+
+  def _score_options(self, items: list[Prepared], mode: str) -> None:
+    """Option log-likelihoods and, in GraphLoom mode, the routed slots at the answer steps."""
+    t0 = time.perf_counter()
+    texts = [([it.text] if mode == "graphloom" else []) + (it.options or []) for it in items]
+    if not any(texts):
+      return
+    rows = self._rows(items, texts)
+    counts = [len(t) for t in texts]
+    if mode == "graphloom":
+      arrays = decode.repeat_rows(evidence_lib.stack([it.evidence for it in items]), counts)
+      batch = {k: jnp.asarray(v) for k, v in {**arrays, **rows}.items()}
+      lp, gates, active = decode.score_rows(self._heads_def, self._heads_state,
+                                            self._backbone_def, self._backbone_state, batch,
+                                            first_layer=self.first_layer)
+      gates, active = np.asarray(gates), np.asarray(active)
+    else:
+      logits = self.decoder.logits(rows["tokens"], rows["valid"])
+      lp = decode.text_logprob(jnp.asarray(logits), jnp.asarray(rows["tokens"]),
+                               jnp.asarray(rows["output_mask"]))
+    lp = np.asarray(lp)
+    start = 0
+    for it, n in zip(items, counts):
+      if mode == "graphloom":
+        steps = rows["loss_mask"][start]
+        it.cited = self._citations(it, gates[start][steps], active[start][steps])
+      if it.options:
+        scores = lp[start + (mode == "graphloom"): start + n]
+        it.option_scores = [float(s) for s in scores]
+      start += n
+    seconds = (time.perf_counter() - t0) / len(items)
+    for it in items:
+      it.timings["decoding"] += seconds
+
+  def _citations(self, it: Prepared, gates: np.ndarray, active: np.ndarray) -> list[CitedTriple]:
+    """The triples of the slots routed at the answer steps (gates/active [steps, M]), each with
+    its largest gate there, best first."""
+    index = it.evidence.arrays["slot_triple"]
+    is_entity = it.evidence.arrays["slot_is_entity"]
+    best: dict[int, tuple[float, str]] = {}
+    for m in np.flatnonzero(active.any(axis=0)):
+      g = float(gates[:, m][active[:, m]].max())
+      i = int(index[m])
+      if i >= 0 and (i not in best or g > best[i][0]):
+        best[i] = (g, "entity" if is_entity[m] else "relation")
+    order = sorted(best, key=lambda i: (-best[i][0], i))
+    return [CitedTriple(it.evidence.triples[i], best[i][0], best[i][1],
+                        float(it.evidence.scores[i])) for i in order]
+
+  # ---------------------------------------------------------------- verification + revision
+
+  def _verified_evidence(self, it: Prepared) -> list[int]:
+    """Rows of it.evidence.triples the verifier reads and a revision may use."""
+    if it.evidence is None:
+      return []
+    cited = [it.evidence.triples.index(c.triple) for c in it.cited]
+    rest = [i for i in range(len(it.evidence.triples)) if i not in cited]
+    return (cited + rest)[:self.config.eval.verify_evidence]
+
+  def _check(self, it: Prepared, lines: list[str]) -> list[Claim]:
+    try:
+      return verify_lib.verify(it.question, it.text, lines, self.verifier,
+                               self.config.eval.tau_ent)
+    except RuntimeError as e:
+      raise RuntimeError(f"verification of question {it.question!r} failed: {e}") from e
+
+  def _verify(self, items: list[Prepared], mode: str) -> list[Answer]:
+    out = []
+    revise = []
+    for it in items:
+      t0 = time.perf_counter()
+      rows = self._verified_evidence(it)
+      lines = [it.evidence.triples[i].verbalize() for i in rows]
+      claims = self._check(it, lines)
+      it.timings["verification"] = time.perf_counter() - t0
+      answer = Answer(it.question, mode, it.text, option_scores=it.option_scores,
+                      choice=int(np.argmax(it.option_scores)) if it.option_scores else None,
+                      evidence=it.cited, claims=claims, correction=it.correction,
+                      retrieved=list(it.subgraph.edges) if it.subgraph else [],
+                      timings=it.timings)
+      if mode != "no_retrieval" and lines and not answer.supported:
+        revise.append((it, answer, rows, lines))
+      out.append(answer)
+    if revise:
+      self._revise(revise, mode)
+    for it, answer in zip(items, out):
+      it.timings.setdefault("revision", 0.0)
+      answer.timings = dict(it.timings)
+    return out
+
+  def _revise(self, todo, mode: str) -> None:
+    """One evidence-bound revision of each failed answer, verified once more (never again)."""
+    t0 = time.perf_counter()
+    items = [it for it, *_ in todo]
+    prompt_ids, keep = [], []
+    for it, answer, rows, lines in todo:
+      failed = [c.text for c in answer.claims if not c.supported]
+      prompt_ids.append(self.fmt.text_ids(verify_lib.revision_prompt(it.question, lines, failed)))
+      keep.append(set(rows))
+    arrays = None
+    if mode == "graphloom":
+      arrays = evidence_lib.stack([it.evidence for it in items])
+      # Only the verified triples' slots stay valid in the revision's memory.
+      index = arrays["slot_triple"]
+      allowed = np.array([[i in k for i in row] for row, k in zip(index, keep)])
+      arrays["slot_valid"] = arrays["slot_valid"] & allowed
+    outs = self._generate(prompt_ids, mode, arrays)
+    seconds = (time.perf_counter() - t0) / len(items)
+    for (it, answer, rows, lines), ids in zip(todo, outs):
+      t1 = time.perf_counter()
+      answer.first_text, answer.revised = answer.text, True
+      it.text = answer.text = self.fmt.decode(ids)
+      answer.claims = self._check(it, lines)
+      it.timings["revision"] = seconds + time.perf_counter() - t1

@@ -1,0 +1,104 @@
+"""Prompts and token rows: how a question (and, for Flat-RAG, its evidence as text) becomes
+decoder tokens, the same way for training, answering and option scoring.
+
+  GraphLoom, no retrieval:  PROMPT with the question (GraphLoom's evidence is in the memory)
+  Flat-RAG:                 EVIDENCE_PROMPT with the subgraph verbalised one triple a line
+
+Prompts go through the tokenizer's chat template when it has one; a decoder without a
+tokenizer (random weights) uses `ByteTokenizer` (UTF-8 bytes offset by 3) and a plain
+"Question: ...\\nAnswer:" layout.
+
+A scored row is [prompt ; answer ; EOS] right-padded to a length S:
+  tokens [S], valid [S], targets [S] (the row shifted left by one), loss_mask [S] (positions
+  whose target is an answer token or the EOS: the "answer steps"), output_mask [S] (the
+  generated part of the row, i.e. loss_mask shifted right by one: what the router's
+  output-mention feature sees).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+PROMPT = "Answer the question about the scene in a few words.\nQuestion: {question}"
+PLAIN_PROMPT = "Question: {question}\nAnswer:"  # without a chat template (byte-level decoders)
+EVIDENCE_PROMPT = ("Answer the question about the scene in a few words.\nEvidence:\n{evidence}\n"
+                   "Question: {question}")
+
+
+class ByteTokenizer:
+  """UTF-8 bytes offset by 3 (0 pad, 1 begin, 2 end): tokenizer-less (random) decoders."""
+  pad_id, bos_id, eos_id = 0, 1, 2
+  eos_ids = (2,)
+  has_chat_template = False
+
+  def __init__(self, vocab_size: int):
+    if vocab_size < 259:
+      raise ValueError(f"ByteTokenizer needs a vocabulary of at least 259 ids, the decoder has "
+                       f"{vocab_size}")
+
+  def encode(self, text: str) -> list[int]:
+    return [b + 3 for b in text.encode("utf-8")]
+
+  def decode(self, ids: Sequence[int]) -> str:
+    return bytes(i - 3 for i in ids if i >= 3).decode("utf-8", errors="replace")
+
+
+class TextFormat:
+  """Prompt / answer token ids for one tokenizer."""
+
+  def __init__(self, tokenizer):
+    self.tok = tokenizer
+    self.eos = int(tokenizer.eos_ids[0])
+    self.pad = int(getattr(tokenizer, "pad_id", 0))
+
+  @classmethod
+  def for_decoder(cls, decoder) -> "TextFormat":
+    return cls(decoder.tokenizer or ByteTokenizer(decoder.config.vocab_size))
+
+  def _ids(self, text: str) -> list[int]:
+    if self.tok.has_chat_template:
+      return list(self.tok.chat_ids(text))
+    return [ByteTokenizer.bos_id] * isinstance(self.tok, ByteTokenizer) + self.tok.encode(text)
+
+  def prompt_ids(self, question: str) -> list[int]:
+    if self.tok.has_chat_template:
+      return self._ids(PROMPT.format(question=question))
+    return self._ids(PLAIN_PROMPT.format(question=question))
+
+  def evidence_prompt_ids(self, question: str, evidence: Sequence[str]) -> list[int]:
+    """Prompt with evidence sentences in the text (Flat-RAG, and the evidence-bound revision)."""
+    text = EVIDENCE_PROMPT.format(evidence="\n".join(evidence), question=question)
+    return self._ids(text if self.tok.has_chat_template else text + "\nAnswer:")
+
+  def text_ids(self, text: str) -> list[int]:
+    """Any instruction text as a prompt (chat template when there is one)."""
+    return self._ids(text if self.tok.has_chat_template else text + "\nAnswer:")
+
+  def answer_ids(self, answer: str) -> list[int]:
+    text = answer if self.tok.has_chat_template else " " + answer
+    return self.tok.encode(text) + [self.eos]
+
+  def decode(self, ids: Sequence[int]) -> str:
+    return self.tok.decode([i for i in ids if i != self.eos]).strip()
+
+
+def token_row(ids: Sequence[int], answer_start: int, seq_len: int, pad: int, where: str
+              ) -> dict[str, np.ndarray]:
+  """One scored row (see the module docstring); `answer_start` = the prompt's length."""
+  if len(ids) > seq_len:
+    raise ValueError(f"{where}: {len(ids)} tokens exceed the row length {seq_len}")
+  tokens = np.full((seq_len,), pad, np.int32)
+  tokens[:len(ids)] = ids
+  valid = np.arange(seq_len) < len(ids)
+  targets = np.concatenate([tokens[1:], [pad]]).astype(np.int32)
+  pos = np.arange(seq_len)
+  loss_mask = (pos >= answer_start - 1) & (pos < len(ids) - 1)
+  return dict(tokens=tokens, valid=valid, targets=targets, loss_mask=loss_mask,
+              output_mask=np.concatenate([[False], loss_mask[:-1]]))
+
+
+def bucket(n: int, multiple: int = 64) -> int:
+  """Row lengths rounded up to a multiple, so jitted scoring compiles once per bucket."""
+  return max(multiple, -(-n // multiple) * multiple)

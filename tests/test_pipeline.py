@@ -1,0 +1,203 @@
+"""GraphLoom end to end on the tiny config (random decoder, random heads, hashed embeddings):
+provenance, timings, shared featurisation, verification + one revision, heads checkpoints and
+bad input."""
+
+import math
+
+import numpy as np
+import pytest
+
+from configs import tiny
+from graphloom_jax.data import scenekb
+from graphloom_jax.graph.triples import Provenance, Triple
+from graphloom_jax.models import decoder as decoder_lib
+from graphloom_jax.pipeline import STAGES, GraphLoom, graphloom, load_heads, save_heads
+from graphloom_jax.training import data
+
+
+class HashEmbed:
+  """Deterministic fake sentence embedder (unit vectors keyed by the text)."""
+  model_id = "hash-16"
+
+  def embed(self, texts):
+    out = []
+    for t in texts:
+      rng = np.random.default_rng(int.from_bytes(t.encode()[:64].ljust(8, b"\0")[-8:], "little")
+                                  ^ len(t))
+      v = rng.standard_normal(16)
+      out.append(v / np.linalg.norm(v))
+    return np.asarray(out, np.float32)
+
+
+class StubVerifier:
+  """Entailment probabilities from a fixed list, one call at a time; records the calls."""
+
+  def __init__(self, probabilities):
+    self.probabilities = list(probabilities)
+    self.calls = []
+
+  def entailment(self, premise, hypotheses):
+    self.calls.append((premise, list(hypotheses)))
+    return np.full(len(hypotheses), self.probabilities.pop(0))
+
+
+@pytest.fixture(scope="module")
+def parts():
+  cfg = tiny.get_config()
+  dec = decoder_lib.from_config(cfg.model)
+  kb = scenekb.load("validation")
+  heads = graphloom.new_heads(cfg, dec, 16, seed=3)
+  return cfg, dec, kb, heads
+
+
+def _system(parts, **kwargs):
+  cfg, dec, kb, heads = parts
+  return GraphLoom(cfg, dec, HashEmbed(), heads, kb_sources=[kb.kb_source()], **kwargs)
+
+
+def test_answers_cite_instance_graph_triples_with_sources(parts):
+  cfg, _, kb, _ = parts
+  system = _system(parts)
+  qs = kb.questions[:3]
+  graphs = [system.instance_graph(kb.scene_graph(q.extra["instance_id"]),
+                                  instance_id=q.extra["instance_id"]) for q in qs]
+  answers = system.answer_batch([q.question for q in qs], graphs,
+                                options=[q.extra["options"] for q in qs])
+  for q, g, a in zip(qs, graphs, answers):
+    assert set(STAGES) <= set(a.timings) and all(v >= 0 for v in a.timings.values())
+    assert a.choice == int(np.argmax(a.option_scores)) and len(a.option_scores) == 4
+    assert a.evidence, "a random router still routes slots whose gates pass epsilon"
+    for c in a.evidence:
+      assert g.has(c.triple) and c.triple in a.retrieved
+      assert cfg.router.epsilon <= c.gate <= 1.0
+      src = c.to_json()
+      assert src["source"] == c.triple.source and src["instance"] == q.extra["instance_id"]
+      if c.triple.source == "scene":
+        assert src["box"] and src["ref"].startswith("relationship ")
+    assert [c.gate for c in a.evidence] == sorted((c.gate for c in a.evidence), reverse=True)
+    assert a.to_json()["evidence"][0]["subject"] == a.evidence[0].triple.subject
+
+
+def test_training_features_are_the_slots_answer_routes_over(parts):
+  """featurize (training) and GraphLoom.answer build the same slot bank for a question."""
+  cfg, _, kb, _ = parts
+  system = _system(parts)
+  q = kb.questions[5]
+  feats = data.featurize(system, kb, [q], cfg.train.seq_len)
+  prepared = system.prepare([q.question], [kb.scene_graph(q.extra["instance_id"])])[0]
+  for key in ("slot_keys", "slot_values", "slot_valid", "slot_features", "slot_reliability",
+              "slot_key_tokens", "evidence", "image", "question_emb"):
+    np.testing.assert_array_equal(feats[key][0], prepared.evidence.arrays[key], err_msg=key)
+  answer = system.answer(q.question, kb.scene_graph(q.extra["instance_id"]))
+  n = cfg.memory.bank_size // 2
+  routed_over = {t.key() for t in answer.retrieved[:n]}
+  index = feats["slot_triple"][0][feats["slot_valid"][0]]
+  assert {prepared.evidence.triples[i].key() for i in index} == routed_over
+  # the slot keys are the embeddings of the triples' subjects and relations
+  t0 = prepared.evidence.triples[0]
+  np.testing.assert_allclose(feats["slot_keys"][0][0], HashEmbed().embed([t0.subject])[0])
+  np.testing.assert_allclose(feats["slot_keys"][0][n], HashEmbed().embed([t0.relation])[0])
+  # utility labels come from the gold triples, and only at training time
+  gold = {tuple(g) for g in q.extra["gold_triples"]}
+  want = [float(prepared.evidence.triples[i].key() in gold) for i in index]
+  np.testing.assert_array_equal(feats["slot_utility"][0][feats["slot_valid"][0]], want)
+
+
+def test_failed_claim_triggers_exactly_one_revision(parts):
+  _, dec, kb, _ = parts
+  q = kb.questions[0]
+  calls = []
+  original = dec.generate_ids
+
+  def counting(*args, **kwargs):
+    calls.append(args[0])
+    return original(*args, **kwargs)
+
+  verifier = StubVerifier([0.1, 0.2])  # the first answer fails, the revision fails too
+  system = _system(parts, verifier=verifier)
+  system.decoder.generate_ids = counting
+  try:
+    a = system.answer(q.question, kb.scene_graph(q.extra["instance_id"]))
+  finally:
+    del system.decoder.generate_ids
+  assert a.revised and a.first_text is not None
+  assert len(calls) == 2 and len(verifier.calls) == 2  # answer + one revision, never more
+  assert not a.supported and a.claims[0].probability == pytest.approx(0.2)
+  premise = verifier.calls[0][0].split("\n")
+  assert len(premise) <= system.config.eval.verify_evidence
+  assert set(premise) <= {t.verbalize() for t in a.retrieved}
+  # the revision prompt lists only the verified evidence
+  revision_text = system.fmt.tok.decode(calls[1][0])
+  assert all(line in revision_text for line in premise)
+
+  ok = _system(parts, verifier=StubVerifier([0.9]))
+  b = ok.answer(q.question, kb.scene_graph(q.extra["instance_id"]))
+  assert not b.revised and b.supported and b.timings["revision"] == 0.0
+
+
+def test_no_retrieval_mode_needs_no_triples(parts):
+  system = _system(parts, verifier=StubVerifier([0.5]))
+  a = system.answer("What is on the table?", [], mode="no_retrieval", options=["cup", "dog"])
+  assert a.evidence == [] and a.retrieved == [] and a.choice in (0, 1) and not a.revised
+
+
+def test_bad_input_is_a_clear_error(parts):
+  _, _, kb, _ = parts
+  system = _system(parts, verifier=StubVerifier([0.5] * 8))
+  graph = kb.scene_graph(kb.questions[0].extra["instance_id"])
+  with pytest.raises(ValueError, match="question 0 is empty"):
+    system.answer("  ", graph)
+  with pytest.raises(ValueError, match="no triples given"):
+    system.answer("What?", [])
+  with pytest.raises(ValueError, match="mode='rag'"):
+    system.answer("What?", graph, mode="rag")
+  with pytest.raises(ValueError, match="option 1 is empty"):
+    system.answer("What?", graph, options=["cup", ""])
+  with pytest.raises(ValueError, match="confidence"):
+    system.answer("What?", [{"subject": "cup", "relation": "on", "object": "table",
+                             "confidence": math.nan}])
+  with pytest.raises(ValueError, match="confidence"):
+    system.answer("What?", [{"subject": "cup", "relation": "on", "object": "table",
+                             "confidence": 1.5}])
+  with pytest.raises(TypeError, match="expected a Triple"):
+    system.answer("What?", [("cup", "on", "table")])
+
+
+def test_failing_verifier_and_writer_fail_loudly(parts):
+  _, _, kb, _ = parts
+  q = kb.questions[0]
+
+  class Broken:
+    def entailment(self, premise, hypotheses):
+      raise OSError("judge crashed")
+
+  with pytest.raises(RuntimeError, match="verification of question .* Broken failed .*judge crashed"):
+    _system(parts, verifier=Broken()).answer(q.question, kb.scene_graph(q.extra["instance_id"]))
+
+  def writer(ctx):
+    raise OSError("writer crashed")
+
+  system = _system(parts, verifier=StubVerifier([0.5]), writer=writer)
+  with pytest.raises(OSError, match="writer crashed"):
+    system.answer(q.question, kb.scene_graph(q.extra["instance_id"]))
+
+
+def test_heads_checkpoint_round_trip_and_mismatch(parts, tmp_path):
+  cfg, dec, _, heads = parts
+  save_heads(heads, tmp_path / "h", cfg, {"step": 7})
+  loaded = load_heads(tmp_path / "h", cfg, dec, 16)
+  a, b = graphloom._flat(heads), graphloom._flat(loaded)
+  assert a.keys() == b.keys()
+  for k in a:
+    np.testing.assert_array_equal(np.asarray(a[k]), np.asarray(b[k]), err_msg=k)
+  other = cfg.copy_and_resolve_references()
+  other.router.router_dim = 8
+  with pytest.raises(ValueError, match=r"router.router_dim=16 \(config has 8\)"):
+    load_heads(tmp_path / "h", other, dec, 16)
+  with pytest.raises(ValueError, match="does not fit decoder"):
+    load_heads(tmp_path / "h", cfg, dec, 32)  # another embedder width
+  with pytest.raises(FileNotFoundError, match="heads.safetensors is missing"):
+    load_heads(tmp_path / "nothing", cfg, dec, 16)
+  (tmp_path / "h" / "heads.safetensors").write_bytes(b"\x00garbage")
+  with pytest.raises(ValueError, match="unreadable safetensors"):
+    load_heads(tmp_path / "h", cfg, dec, 16)
