@@ -13,7 +13,11 @@ On-disk record (one JSON object; JSONL holds one per line, a JSON file holds a l
 
 Reading has two modes: strict (the default) raises `TripleFormatError` naming the file, the line
 (or list index) and what was expected; lenient skips bad records, counts them in a
-`ReadReport` and keeps every good one.
+`ReadReport` and keeps every good one. Bad bytes count as bad records: a line that is not UTF-8
+or is nested too deeply for the JSON parser is one bad record, and truncated or corrupt gzip
+data ends the read at the last good line (one bad record for everything after it). String fields
+must not hold line breaks or NUL (they would split or end a record in every line-based format
+downstream), and a region must be finite with non-negative width and height.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import gzip
 import json
 import math
 import pathlib
+import zlib
 from typing import Iterable, Iterator
 
 KNOWN_SOURCES = ("scene", "rebel", "table", "text", "kb:conceptnet", "kb:vg150", "kb:wordnet")
@@ -81,12 +86,23 @@ class Triple:
     return dataclasses.replace(self, **changes)
 
 
+# NUL and every character str.splitlines() breaks on.
+_FORBIDDEN_CHARS = frozenset("\x00\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+
+
+def _has_forbidden_chars(v) -> bool:
+  return isinstance(v, str) and not _FORBIDDEN_CHARS.isdisjoint(v)
+
+
 def _triple_problems(t: Triple) -> list[str]:
   problems = []
   for name in ("subject", "relation", "object"):
     v = getattr(t, name)
     if not isinstance(v, str) or not v.strip():
       problems.append(f"{name} must be a non-empty string, got {v!r}")
+  for name in ("subject", "relation", "object", "source"):
+    if _has_forbidden_chars(getattr(t, name)):
+      problems.append(f"{name} must not contain line breaks or NUL, got {getattr(t, name)!r}")
   c = t.confidence
   if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) \
       or not 0.0 <= c <= 1.0:
@@ -101,9 +117,15 @@ def _triple_problems(t: Triple) -> list[str]:
     problems.append(f"provenance.instance must be a string, got {p.instance!r}")
   if p.ref is not None and not isinstance(p.ref, str):
     problems.append(f"provenance.ref must be a string or null, got {p.ref!r}")
+  for name in ("instance", "ref"):
+    if _has_forbidden_chars(getattr(p, name)):
+      problems.append(f"provenance.{name} must not contain line breaks or NUL, got "
+                      f"{getattr(p, name)!r}")
   if p.region is not None and (len(p.region) != 4 or not all(
-      isinstance(x, (int, float)) and not isinstance(x, bool) for x in p.region)):
-    problems.append(f"provenance.region must be [x, y, w, h] numbers, got {p.region!r}")
+      isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+      for x in p.region) or p.region[2] < 0 or p.region[3] < 0):
+    problems.append(f"provenance.region must be [x, y, w, h] finite numbers with w, h >= 0, "
+                    f"got {p.region!r}")
   if p.span is not None and (len(p.span) != 2 or not all(
       isinstance(x, int) and not isinstance(x, bool) for x in p.span)
                              or not 0 <= p.span[0] <= p.span[1]):
@@ -168,25 +190,65 @@ def _open_text(path: pathlib.Path, mode: str):
   return open(path, mode, encoding="utf-8")
 
 
+# What reading a damaged .gz raises: a bad header, a stream cut short, corrupt deflate data.
+GZIP_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
+
+
+def _open_bytes(path: pathlib.Path):
+  return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+
+def _decode_json(raw: bytes, path, what: str, lineno: int | None = None):
+  """One JSON value from raw bytes (a whole file, or line `lineno` of one); TripleFormatError
+  naming the file and line on any bad byte."""
+  def where(line_in_raw: int) -> str:
+    return f"{path}:{lineno if lineno is not None else line_in_raw}"
+
+  try:
+    text = raw.decode("utf-8")
+  except UnicodeDecodeError as e:
+    line = raw.count(b"\n", 0, e.start) + 1
+    raise TripleFormatError(f"{where(line)}: not valid UTF-8 (byte {raw[e.start:e.start + 1]!r} "
+                            f"at offset {e.start}); expected UTF-8 text") from None
+  try:
+    return json.loads(text)
+  except json.JSONDecodeError as e:
+    raise TripleFormatError(f"{where(e.lineno)}: not a valid JSON {what}: {e.msg} (column "
+                            f"{e.colno})") from None
+  except RecursionError:
+    raise TripleFormatError(f"{path}{'' if lineno is None else f':{lineno}'}: the JSON {what} "
+                            "is nested too deeply to read") from None
+
+
 def iter_jsonl(path, strict: bool = True, report: ReadReport | None = None,
                what: str = "record") -> Iterator[tuple[int, dict]]:
   """Yields (line number, decoded object) from a JSONL(.gz) file; blank lines are ignored.
 
-  A line that is not valid JSON raises (strict) or is counted in `report` (lenient)."""
+  A line that is not UTF-8 or not valid JSON, and damaged gzip data (which ends the read),
+  raise (strict) or are counted in `report` (lenient)."""
   path = pathlib.Path(path)
-  with _open_text(path, "r") as f:
-    for lineno, line in enumerate(f, start=1):
-      if not line.strip():
+  report = report if report is not None else ReadReport(str(path))
+  lineno = 0
+  with _open_bytes(path) as f:
+    lines = iter(f)
+    while True:
+      try:
+        raw = next(lines)
+      except StopIteration:
+        return
+      except GZIP_ERRORS as e:
+        report.reject(f"{path}:{lineno + 1}: truncated or corrupt gzip data ({e}); nothing "
+                      f"after line {lineno} can be read", strict)
+        return
+      lineno += 1
+      if not raw.strip():
         continue
       try:
-        yield lineno, json.loads(line)
-      except json.JSONDecodeError as e:
-        msg = f"{path}:{lineno}: not a valid JSON {what}: {e.msg} (column {e.colno})"
-        if strict:
-          raise TripleFormatError(msg) from None
-        if report is not None:
-          report.skipped += 1
-          report.errors.append(msg)
+        record = _decode_json(raw, path, what, lineno)
+      except TripleFormatError as e:
+        report.reject(str(e), strict)
+        continue
+      yield lineno, record
 
 
 def read_triples_jsonl(path, strict: bool = True) -> tuple[list[Triple], ReadReport]:
@@ -215,11 +277,12 @@ def read_triples_json(path, strict: bool = True) -> tuple[list[Triple], ReadRepo
   """Reads a JSON file holding a list of triples (or {"triples": [...]})."""
   path = pathlib.Path(path)
   report = ReadReport(str(path))
-  with _open_text(path, "r") as f:
-    try:
-      data = json.load(f)
-    except json.JSONDecodeError as e:
-      raise TripleFormatError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from None
+  try:
+    with _open_bytes(path) as f:
+      raw = f.read()
+  except GZIP_ERRORS as e:
+    raise TripleFormatError(f"{path}: truncated or corrupt gzip data ({e})") from None
+  data = _decode_json(raw, path, "triple file")
   if isinstance(data, dict) and "triples" in data:
     data = data["triples"]
   if not isinstance(data, list):
