@@ -80,11 +80,11 @@ def test_bad_question_records(tmp_path, bad, match):
   good = {"qid": "q0", "question": "ok?", "metadata": {"type": "TextQ"},
           "answers": [{"answer": "yes", "type": "yesno", "modality": "text"}]}
   path = tmp_path / "MMQA_dev.jsonl"
-  path.write_text("\n".join(json.dumps(r) for r in (good, bad, good)) + "\n")
+  path.write_text("\n".join(json.dumps(r) for r in (good, bad, {**good, "qid": "q1"})) + "\n")
   with pytest.raises(mmqa.MMQAFormatError, match=f"MMQA_dev.jsonl:2.*{match}"):
     mmqa.read_questions(path)
   qs, report = mmqa.read_questions(path, strict=False)
-  assert [q.qid for q in qs] == ["q0", "q0"] and report.skipped == 1
+  assert [q.qid for q in qs] == ["q0", "q1"] and report.skipped == 1
 
 
 def test_missing_split(tmp_path):

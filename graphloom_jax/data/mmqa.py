@@ -15,11 +15,16 @@ multiple-choice options, gold triples and scene graphs there).
 Quirks of the real dev file (../shared/data/README.md): some questions list the same supporting
 document more than once (`Question.supporting_doc_ids` deduplicates, keeping order); one gold
 document is missing from its question's candidate list (`Question.gold_outside_candidates`).
+
+Records that would be read as wrong data are refused (strict) or skipped and reported (lenient):
+a qid or document id seen earlier in the same file, answers that are NaN, inf or booleans, doc
+ids that are null or empty, and tables whose rows do not match the header.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import pathlib
 
 from graphloom_jax.graph.triples import ReadReport, TripleFormatError, iter_jsonl
@@ -118,10 +123,18 @@ def _require(record: dict, key: str, kind, where: str):
   return value
 
 
+def _doc_id(value, where: str) -> str:
+  if not isinstance(value, str) or not value:
+    raise MMQAFormatError(f"{where} must be a non-empty string, got {value!r}")
+  return value
+
+
 def _answer(record, where: str) -> Answer:
   if not isinstance(record, dict):
     raise MMQAFormatError(f"{where}: an answer must be an object, got {type(record).__name__}")
   text = _require(record, "answer", (str, int, float), where)
+  if isinstance(text, bool) or (isinstance(text, float) and not math.isfinite(text)):
+    raise MMQAFormatError(f"{where}: answer must be a string or a finite number, got {text!r}")
   indices = record.get("table_indices") or []
   try:
     indices = tuple((int(r), int(c)) for r, c in indices)
@@ -154,11 +167,18 @@ def question_from_json(record, where: str) -> Question:
     if not isinstance(s, dict) or "doc_id" not in s:
       raise MMQAFormatError(f"{where}: supporting_context[{i}] must be {{doc_id, doc_part}}, "
                             f"got {s!r}")
-    support.append((s["doc_id"], s.get("doc_part", "")))
+    support.append((_doc_id(s["doc_id"], f"{where}: supporting_context[{i}].doc_id"),
+                    s.get("doc_part", "")))
   qtype = _require(meta, "type", str, f"{where} metadata")
   for key in ("image_doc_ids", "text_doc_ids", "modalities"):
     if not isinstance(meta.get(key, []), list):
       raise MMQAFormatError(f"{where}: metadata.{key} must be a list")
+  for key in ("image_doc_ids", "text_doc_ids"):
+    for i, doc in enumerate(meta.get(key, [])):
+      _doc_id(doc, f"{where}: metadata.{key}[{i}]")
+  if meta.get("table_id") is not None and not isinstance(meta["table_id"], str):
+    raise MMQAFormatError(f"{where}: metadata.table_id must be a string or null, got "
+                          f"{meta['table_id']!r}")
   return Question(qid=qid, question=text, answers=answers, type=qtype,
                   modalities=list(meta.get("modalities", [])),
                   image_doc_ids=list(meta.get("image_doc_ids", [])),
@@ -202,40 +222,56 @@ def table_from_json(record, where: str) -> TableDoc:
   except (TypeError, KeyError):
     raise MMQAFormatError(f"{where}: header entries need 'column_name' and cells need "
                           f"'text'") from None
+  for i, row in enumerate(cells):
+    if len(row) != len(names):
+      raise MMQAFormatError(f"{where}: table_rows[{i}] has {len(row)} cell(s), the header has "
+                            f"{len(names)} columns")
+    for j, cell in enumerate(row):
+      if not isinstance(cell, str):
+        raise MMQAFormatError(f"{where}: table_rows[{i}][{j}].text must be a string, got "
+                              f"{cell!r}")
   return TableDoc(doc_id, record.get("title", ""), record.get("url", ""),
                   table.get("table_name", ""), names, cells, record)
 
 
-def _read(path, parse, strict: bool):
+def _read(path, parse, strict: bool, key: str):
+  """Parsed records of a JSONL file; a record whose `key` (qid or id) appeared on an earlier
+  line is rejected like any bad record (the earlier one is kept)."""
   report = ReadReport(str(path))
-  out = []
+  out, first_line = [], {}
   for lineno, record in iter_jsonl(path, strict, report, what="MMQA record"):
     try:
-      out.append(parse(record, f"{path}:{lineno}"))
+      item = parse(record, f"{path}:{lineno}")
+      value = getattr(item, "qid" if key == "qid" else "id")
+      if value in first_line:
+        raise MMQAFormatError(f"{path}:{lineno}: duplicate {key} {value!r} (first on line "
+                              f"{first_line[value]})")
     except MMQAFormatError as e:
       if strict:
         raise
       report.skipped += 1
       report.errors.append(str(e))
     else:
+      first_line[value] = lineno
+      out.append(item)
       report.read += 1
   return out, report
 
 
 def read_questions(path, strict: bool = True) -> tuple[list[Question], ReadReport]:
-  return _read(path, question_from_json, strict)
+  return _read(path, question_from_json, strict, "qid")
 
 
 def read_texts(path, strict: bool = True) -> tuple[list[TextDoc], ReadReport]:
-  return _read(path, text_from_json, strict)
+  return _read(path, text_from_json, strict, "id")
 
 
 def read_tables(path, strict: bool = True) -> tuple[list[TableDoc], ReadReport]:
-  return _read(path, table_from_json, strict)
+  return _read(path, table_from_json, strict, "id")
 
 
 def read_images(path, strict: bool = True) -> tuple[list[ImageDoc], ReadReport]:
-  return _read(path, image_from_json, strict)
+  return _read(path, image_from_json, strict, "id")
 
 
 def find_file(folder, stem: str) -> pathlib.Path | None:
