@@ -60,10 +60,11 @@ K = 15, d_max = 5, N_max = 50; gold recall = share of q.extra["gold_triples"] in
     with relevance < 0.6 against 0.974) and coverage is 1 for all but 2 questions, so relevance
     + coverage alone flags 0-0.3% of questions. reach carries the signal: with equal weights,
     template second round: 48 questions (16.2%) fall below tau_eval, recall 0.938 against 0.980
-    above; no second round: 2 (0.7%), recall 0.583 against 0.992.
+    above; SmolLM2 decoder second round: 55 (18.6%), 0.921 against 0.980; no second round:
+    2 (0.7%), 0.583 against 0.992.
   - every flagged subgraph had hit N_max, so the selector chose expansion_boost each time:
-    recall of the flagged 0.938 -> 1.000 (template) and 0.583 -> 1.000 (none), 0.5 ms each;
-    all questions 0.973 -> 0.983 and 0.990 -> 0.992.
+    recall of the flagged 0.938 -> 1.000 (template), 0.921 -> 1.000 (decoder), 0.583 -> 1.000
+    (none), 0.5 ms each; all questions 0.973 -> 0.983, 0.969 -> 0.984, 0.990 -> 0.992.
   - forced on the same 48 flagged questions instead: query_reformulation (template writer)
     0.938 -> 0.931 (24 ms), verbalization_repair 0.938 -> 0.938 (1.7 s on 2 CPU cores).
 """
