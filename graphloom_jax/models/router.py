@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from graphloom_jax.models import memory as memory_lib
@@ -93,7 +94,17 @@ class Router(nnx.Module):
 
   def fit_calibration(self, reliability: jax.Array, utility: jax.Array,
                       mask: jax.Array | None = None) -> None:
-    """Fit the calibration of c_p on validation slots: raw reliabilities vs 0/1 utility, [N]."""
+    """Fit the calibration of c_p on validation slots: raw reliabilities vs 0/1 utility, [N].
+
+    NaN or inf in a valid slot's reliability or utility is an error (the fit would silently
+    come out NaN); masked-out slots may hold anything."""
+    for name, x in (("reliability", reliability), ("utility", utility)):
+      host = np.asarray(x)
+      bad = ~np.isfinite(host) & (True if mask is None else np.asarray(mask, bool))
+      if bad.any():
+        first = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"fit_calibration: {name} has NaN/inf in {int(bad.sum())} valid "
+                         f"slot(s), first at slot {first}; expected finite values in [0, 1]")
     z = self._logit(reliability.reshape(-1))
     y = utility.reshape(-1)
     w = None if mask is None else mask.reshape(-1)

@@ -85,12 +85,19 @@ def partial_attention(q, k, v, mask=None, bias=None, *, scale=None):
   if scale is None:
     scale = h ** -0.5
   qg = q.reshape(b, t, kv, n // kv, h)  # [B, T, K, G, H]
+  mask5 = None if mask is None else _as_5d(mask, "mask", s)  # [B, K|1, 1, T|1, S]
+  if mask5 is not None:
+    # Keys and values no query may read are selected away, not weighted by exp(-inf) = 0:
+    # 0 * NaN is NaN, and padding may hold anything (gradients included).
+    used = jnp.broadcast_to(jnp.any(mask5, axis=(2, 3)), (b, kv, s)).transpose(0, 2, 1)
+    k = jnp.where(used[..., None], k, 0)  # [B, S, K, H]
+    v = jnp.where(used[..., None], v, 0)
   scores = jnp.einsum("BTKGH,BSKH->BKGTS", qg, k,
                       preferred_element_type=jnp.float32) * scale
   if bias is not None:
     scores = scores + _as_5d(bias, "bias", s).astype(jnp.float32)
-  if mask is not None:
-    scores = jnp.where(_as_5d(mask, "mask", s), scores, -jnp.inf)
+  if mask5 is not None:
+    scores = jnp.where(mask5, scores, -jnp.inf)
   # Softmax is shift invariant: the max only guards exp against overflow, so it carries no
   # gradient; an all-masked row has max -inf and is shifted by 0 instead.
   m = jax.lax.stop_gradient(jnp.max(scores, axis=-1, keepdims=True))

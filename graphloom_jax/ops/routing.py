@@ -161,6 +161,16 @@ def _bce(z, y, w):
   return jnp.sum(w * (jax.nn.softplus(z) - y * z)) / jnp.maximum(jnp.sum(w), 1.0)
 
 
+def _fit_inputs(logits, labels, mask):
+  """float32 (logits, labels, weights) with masked-out entries set to 0: selected away before
+  any arithmetic, since a weight of 0 times a NaN there is still NaN (in the loss and in its
+  gradient)."""
+  w = jnp.ones(logits.shape, jnp.float32) if mask is None else mask.astype(jnp.float32)
+  keep = w > 0
+  return (jnp.where(keep, logits.astype(jnp.float32), 0.0),
+          jnp.where(keep, labels.astype(jnp.float32), 0.0), w)
+
+
 def _newton(loss, x0, steps):
   """Damped Newton iterations on a tiny convex problem (1 or 2 parameters)."""
   grad = jax.grad(loss)
@@ -189,9 +199,7 @@ def fit_temperature(logits: jax.Array, labels: jax.Array,
 
   logits, labels, mask: [N]. Fitted in log(1/T) so T stays positive.
   """
-  logits = logits.astype(jnp.float32)
-  labels = labels.astype(jnp.float32)
-  w = jnp.ones_like(logits) if mask is None else mask.astype(jnp.float32)
+  logits, labels, w = _fit_inputs(logits, labels, mask)
   loss = lambda x: _bce(logits * jnp.exp(x[0]), labels, w)
   x = _newton(loss, jnp.zeros((1,), jnp.float32), 50)
   return jnp.exp(-x[0])
@@ -201,9 +209,7 @@ def fit_temperature(logits: jax.Array, labels: jax.Array,
 def fit_platt(logits: jax.Array, labels: jax.Array,
               mask: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
   """Platt scaling (a, b) minimising the BCE of sigmoid(a * logits + b) against labels; [N]."""
-  logits = logits.astype(jnp.float32)
-  labels = labels.astype(jnp.float32)
-  w = jnp.ones_like(logits) if mask is None else mask.astype(jnp.float32)
+  logits, labels, w = _fit_inputs(logits, labels, mask)
   loss = lambda x: _bce(x[0] * logits + x[1], labels, w)
   x = _newton(loss, jnp.array([1.0, 0.0], jnp.float32), 50)
   return x[0], x[1]
