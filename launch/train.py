@@ -19,6 +19,7 @@ import time
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from graphloom_jax import atomic
 from graphloom_jax.data import scenekb
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.models import load_embedder
@@ -56,11 +57,17 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
   config = _CONFIG.value
   workdir = pathlib.Path(_WORKDIR.value)
-  workdir.mkdir(parents=True, exist_ok=True)
-  (workdir / "config.json").write_text(config.to_json_best_effort(indent=2))
-  decoder = decoder_lib.from_config(config.model)
-  train_arrays, val_arrays = load_data(config, decoder, workdir)
-  t = trainer.Trainer(config, decoder.model, train_arrays, val_arrays, workdir)
+  # Locked before anything is written there: a second launcher on the workdir stops at once.
+  lock = trainer.WorkdirLock(workdir)
+  try:
+    atomic.atomic_write_text(workdir / "config.json", config.to_json_best_effort(indent=2))
+    decoder = decoder_lib.from_config(config.model)
+    train_arrays, val_arrays = load_data(config, decoder, workdir)
+  except BaseException:
+    lock.release()
+    raise
+  t = trainer.Trainer(config, decoder.model, train_arrays, val_arrays, workdir,
+                      workdir_lock=lock)
   try:
     result = t.train()
     # The best heads (else the latest) as a standalone checkpoint for GraphLoom.from_config.
@@ -69,7 +76,7 @@ def main(argv):
                {"step": t.step, "best_s_val": t.best, "decoder": decoder.source})
   finally:
     t.close()
-  (workdir / "final.json").write_text(json.dumps(result, indent=2))
+  atomic.atomic_write_json(workdir / "final.json", result, indent=2, allow_nan=True)
   print(json.dumps(result))
 
 
