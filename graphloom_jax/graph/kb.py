@@ -32,6 +32,7 @@ import pathlib
 import re
 from typing import Iterable
 
+from graphloom_jax import atomic
 from graphloom_jax.graph.triples import (Provenance, ReadReport, Triple, TripleFormatError,
                                          _open_text)
 
@@ -360,9 +361,7 @@ class VG150Stats:
             "counts": [[s, p, o, c] for (s, p, o), c in sorted(self.counts.items())]}
 
   def save(self, path) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-      json.dump(self.to_json(), f, indent=0, sort_keys=True)
-      f.write("\n")
+    atomic.atomic_write_json(path, self.to_json(), indent=0, sort_keys=True)
 
   @classmethod
   def load(cls, path) -> "VG150Stats":

@@ -30,6 +30,8 @@ import pathlib
 import zlib
 from typing import Iterable, Iterator
 
+from graphloom_jax import atomic
+
 KNOWN_SOURCES = ("scene", "rebel", "table", "text", "kb:conceptnet", "kb:vg150", "kb:wordnet")
 
 
@@ -308,19 +310,18 @@ def dumps(record) -> str:
 
 
 def write_triples(path, triples: Iterable[Triple]) -> int:
-  """Writes triples as JSONL (`.jsonl`) or a JSON list (`.json`); returns how many were written."""
+  """Writes triples as JSONL (`.jsonl`) or a JSON list (`.json`), atomically (a failed write
+  keeps the previous file); returns how many were written."""
   path = pathlib.Path(path)
   triples = list(triples)
   for i, t in enumerate(triples):
     if not isinstance(t, Triple):
       raise TypeError(f"write_triples({path}): item {i} is a {type(t).__name__}, not a Triple")
   if path.name.endswith(".json"):
-    with open(path, "w", encoding="utf-8") as f:
-      f.write("[" + ",\n".join(dumps(t.to_json()) for t in triples) + "]\n")
+    text = "[" + ",\n".join(dumps(t.to_json()) for t in triples) + "]\n"
   elif path.name.endswith(".jsonl"):
-    with open(path, "w", encoding="utf-8") as f:
-      for t in triples:
-        f.write(dumps(t.to_json()) + "\n")
+    text = "".join(dumps(t.to_json()) + "\n" for t in triples)
   else:
     raise TripleFormatError(f"{path}: unknown triple file type; expected .jsonl or .json")
+  atomic.atomic_write_text(path, text)
   return len(triples)

@@ -45,6 +45,7 @@ import numpy as np
 import optax
 import orbax.checkpoint as ocp
 
+from graphloom_jax import atomic
 from graphloom_jax.ops import steering
 from graphloom_jax.retrieval import grail_data
 
@@ -204,15 +205,22 @@ def steer(params, q, ev, mask, ev_modality, *, method, tau, num_modalities):
 
 
 def save(directory, params: dict, cfg: GrailConfig) -> pathlib.Path:
-  """Writes params (orbax) and cfg (JSON) under directory; returns its absolute path."""
+  """Writes params (orbax) and cfg (JSON) under directory; returns its absolute path.
+
+  The folder is built beside its target and swapped in (`atomic.atomic_dir`): a failed or
+  killed save leaves the previous checkpoint. A folder holding anything but a GRAIL checkpoint
+  is refused, since the save replaces the whole folder."""
   directory = pathlib.Path(directory).absolute()
-  directory.mkdir(parents=True, exist_ok=True)
+  if directory.is_dir() and any(directory.iterdir()) and not (directory / CONFIG_FILE).is_file():
+    raise FileExistsError(f"refusing to save a GRAIL checkpoint to {directory}: the folder holds "
+                          f"other files and no {CONFIG_FILE}, and a save replaces the whole folder")
   meta = dataclasses.asdict(cfg)
   meta["has_selector"] = "selector" in params
-  ckpt = ocp.StandardCheckpointer()
-  ckpt.save(directory / "params", jax.tree.map(np.asarray, params), force=True)
-  ckpt.wait_until_finished()
-  (directory / CONFIG_FILE).write_text(json.dumps(meta, indent=1))
+  with atomic.atomic_dir(directory) as tmp:
+    ckpt = ocp.StandardCheckpointer()
+    ckpt.save(tmp / "params", jax.tree.map(np.asarray, params), force=True)
+    ckpt.wait_until_finished()
+    (tmp / CONFIG_FILE).write_text(json.dumps(meta, indent=1))
   return directory
 
 
