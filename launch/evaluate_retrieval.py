@@ -14,7 +14,6 @@ per-question Set-Recall they come from, latency, and the data notes: which parts
 not available offline) and PNG plots (<task>_<data>.png).
 """
 
-import json
 import pathlib
 
 from absl import app
@@ -23,6 +22,7 @@ from absl import logging
 from ml_collections import config_flags
 import numpy as np
 
+from graphloom_jax import atomic
 from graphloom_jax.evaluation import grail_tasks
 from graphloom_jax.retrieval import grail
 from graphloom_jax.retrieval import grail_data
@@ -194,8 +194,8 @@ def run(config, task, data, output_dir, grail_dir="", split="test", max_question
   log(table)
   for note in es.notes:
     log(f"note: {note}")
-  (out / f"{task}_{data}.json").write_text(json.dumps(result, indent=1))
-  (out / f"{task}_{data}.txt").write_text(table + "\n")
+  atomic.atomic_write_json(out / f"{task}_{data}.json", result, indent=1, allow_nan=True)
+  atomic.atomic_write_text(out / f"{task}_{data}.txt", table + "\n")
   (plot_completion if task == "evidence_completion" else plot_pool)(
       result, out / f"{task}_{data}.png")
   return result

@@ -11,13 +11,13 @@ of edges from round 2, per question family. Writes --output (JSON) when given.
 """
 
 import collections
-import json
 import random
 import time
 
 from absl import app, flags
 from ml_collections import config_flags
 
+from graphloom_jax import atomic
 from graphloom_jax.data import scenekb
 from graphloom_jax.evaluation import retrieval_metrics as rm
 from graphloom_jax.graph.instance_graph import build_instance_graph, graph_triples
@@ -88,8 +88,7 @@ def main(argv):
           f"{r['set_recall']:6.3f} {r['edges']:5.1f} {r['round2']:5.2f} {r['pool']:6.0f} "
           f"{r['latency_ms']:7.1f}")
   if _OUTPUT.value:
-    with open(_OUTPUT.value, "w") as f:
-      json.dump(report, f, indent=1, sort_keys=True)
+    atomic.atomic_write_json(_OUTPUT.value, report, indent=1, sort_keys=True, allow_nan=True)
 
 
 if __name__ == "__main__":
