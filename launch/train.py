@@ -20,36 +20,13 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from graphloom_jax import atomic
-from graphloom_jax.data import scenekb
 from graphloom_jax.models import decoder as decoder_lib
-from graphloom_jax.models import load_embedder
-from graphloom_jax.pipeline import GraphLoom, save_heads
+from graphloom_jax.pipeline import save_heads
 from graphloom_jax.training import data, trainer
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/tiny.py", "configuration")
 _WORKDIR = flags.DEFINE_string("workdir", None, "output folder (resumes when it has checkpoints)")
 flags.mark_flag_as_required("workdir")
-
-
-def load_data(config, decoder, workdir: pathlib.Path):
-  """Features of the training and validation questions through GraphLoom's pipeline (cached
-  under workdir/features)."""
-  if config.train.data != "scenekb":
-    raise ValueError(f"config.train.data={config.train.data!r}: only 'scenekb' (the embedded "
-                     "benchmark) is wired into training")
-  splits = {s: scenekb.load(s) for s in ("train", "validation")}
-  system = GraphLoom(config, decoder, load_embedder(config.embedder.path or None),
-                     kb_sources=[splits["train"].kb_source()])
-  out = {}
-  for split, limit in (("train", config.train.max_train_examples),
-                       ("validation", config.train.eval_examples)):
-    kb = splits[split]
-    questions = kb.questions[:limit] if limit else kb.questions
-    start = time.time()
-    out[split] = data.cached_featurize(workdir / "features", split, system, kb, questions,
-                                       config.train.seq_len)
-    print(f"{split}: {len(questions)} questions featurised in {time.time() - start:.1f}s")
-  return out["train"], out["validation"]
 
 
 def main(argv):
@@ -62,7 +39,7 @@ def main(argv):
   try:
     atomic.atomic_write_text(workdir / "config.json", config.to_json_best_effort(indent=2))
     decoder = decoder_lib.from_config(config.model)
-    train_arrays, val_arrays = load_data(config, decoder, workdir)
+    train_arrays, val_arrays = data.load_scenekb(config, decoder, workdir / "features")
   except BaseException:
     lock.release()
     raise

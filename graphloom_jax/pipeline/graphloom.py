@@ -180,6 +180,10 @@ class GraphLoom:
     self.kb_sources = list(kb_sources)
     self.wordnet = wordnet
     self.evaluator = correct_lib.RetrievalEvaluator.from_config(config)
+    # The actions' settings are checked now rather than when an action first fires.
+    if config.eval.boost_ratio < 1 or config.eval.repair_synonyms < 0:
+      raise ValueError(f"config.eval.boost_ratio={config.eval.boost_ratio} must be >= 1 and "
+                       f"eval.repair_synonyms={config.eval.repair_synonyms} >= 0")
     self.selector = correct_lib.CorrectionSelector.from_config(config)
     self.sparse = llama.SparseSpec.from_config(config.memory)
     self.first_layer = config.memory.first_layer
@@ -189,12 +193,9 @@ class GraphLoom:
       self._backbone_def, self._backbone_state = nnx.split(decoder.model)
 
   def _default_verifier(self):
-    kind = self.config.eval.verifier
-    if kind == "decoder":
-      return verify_lib.DecoderJudge(self.decoder, self.fmt.tok)
-    if kind.startswith("nli:"):
-      return verify_lib.NLIVerifier.from_pretrained(kind[4:])
-    raise ValueError(f"config.eval.verifier={kind!r}; expected 'decoder' or 'nli:<folder>'")
+    """The judge config.eval.verifier names ("decoder", "decoder_calibrated", "graph" or
+    "nli:<folder>"; `verify.from_config`), over this decoder and its prompt tokenizer."""
+    return verify_lib.from_config(self.config.eval, self.decoder, self.fmt.tok)
 
   @classmethod
   def from_config(cls, config, heads: str | None = None, **kwargs) -> "GraphLoom":

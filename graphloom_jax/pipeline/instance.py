@@ -79,6 +79,9 @@ def as_triples(triples: Any, where: str = "triples") -> tuple[list[Triple], list
   return out, None
 
 
+INDEXES = ("exact", "scann")
+
+
 def make_index(kind: str, vectors: np.ndarray):
   """The retrieval index `retrieval.index` names over a pool's embeddings (ids = rows)."""
   if kind == "exact":
@@ -125,6 +128,9 @@ def build(triples: Any, *, config, embedder, kb_sources: Sequence = (),
   graph, rows, objects = build_graph(triples, config=config, kb_sources=kb_sources,
                                      objects=objects, instance_id=instance_id,
                                      canonicalizer=canonicalizer)
+  if config.retrieval.index not in INDEXES:
+    raise ValueError(f"config.retrieval.index={config.retrieval.index!r}; expected one of "
+                     f"{INDEXES}")
   texts = [t.verbalize() for t in rows]
   vectors = np.asarray(embedder.embed(texts if texts else ["."]), np.float32)[:len(rows)]
   # An index only pays off when the pool is much larger than the seed count (TriplePool scores

@@ -21,7 +21,7 @@ def query_writer(config, decoder=None):
     return None
   if mode == "template":
     return subgraph.TemplateQueryWriter(
-        config.retrieval.get("query_template", subgraph.SubgraphConfig.template), tokens)
+        config.retrieval.query_template, tokens)
   if mode == "decoder":
     if decoder is None:
       raise ValueError("config.retrieval.second_round='decoder' needs a decoder; pass one or "

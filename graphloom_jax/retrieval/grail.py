@@ -420,13 +420,13 @@ def second_round_writer(config):
   'grail' with the checkpoint in config.grail.checkpoint (method config.grail.second_round_method,
   default 'hybrid' when the checkpoint has a selector, else 'grail'); None for any other
   second-round setting (the decoder / template writers of subgraph.py apply)."""
-  if config.retrieval.get("second_round", "decoder") != "grail":
+  if config.retrieval.second_round != "grail":
     return None
-  directory = config.grail.get("checkpoint", "")
+  directory = config.grail.checkpoint
   if not directory:
     raise ValueError("config.retrieval.second_round = 'grail' needs config.grail.checkpoint (a "
                      "directory written by launch.train_grail: <output_dir>/grail)")
   params, cfg = load(directory)
-  method = config.grail.get("second_round_method", "") or (
+  method = config.grail.second_round_method or (
       "hybrid" if "selector" in params else "grail")
   return GrailQueryWriter(params, cfg, method)

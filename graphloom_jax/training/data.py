@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import pathlib
+import time
 from typing import Sequence
 
 import grain
@@ -109,6 +110,30 @@ def cached_featurize(cache_dir: str | os.PathLike | None, name: str, system, kb,
   path.parent.mkdir(parents=True, exist_ok=True)
   atomic.save_npz_checked(path, arrays)
   return arrays
+
+
+def load_scenekb(config, decoder, cache_dir=None, embedder=None, log=print):
+  """Training and validation features of the embedded benchmark through GraphLoom's pipeline
+  (config.train.data, max_train_examples, eval_examples, seq_len), cached in `cache_dir`."""
+  from graphloom_jax.data import scenekb
+  from graphloom_jax.models import load_embedder
+  from graphloom_jax.pipeline import GraphLoom
+  if config.train.data != "scenekb":
+    raise ValueError(f"config.train.data={config.train.data!r}: only 'scenekb' (the embedded "
+                     "benchmark) is wired into training")
+  splits = {s: scenekb.load(s) for s in ("train", "validation")}
+  embedder = embedder if embedder is not None else load_embedder(config.embedder.path or None)
+  system = GraphLoom(config, decoder, embedder, kb_sources=[splits["train"].kb_source()])
+  out = {}
+  for split, limit in (("train", config.train.max_train_examples),
+                       ("validation", config.train.eval_examples)):
+    kb = splits[split]
+    questions = kb.questions[:limit] if limit else kb.questions
+    start = time.time()
+    out[split] = cached_featurize(cache_dir, split, system, kb, questions, config.train.seq_len,
+                                  log)
+    log(f"{split}: {len(questions)} questions featurised in {time.time() - start:.1f}s")
+  return out["train"], out["validation"]
 
 
 class ArraySource:
