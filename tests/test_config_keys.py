@@ -130,18 +130,17 @@ def test_every_config_key_is_read(tmp_path, monkeypatch):
 
 
 PARSE = """
-import sys
-from absl import flags
+from absl import app
 from ml_collections import config_flags
 config = config_flags.DEFINE_config_file("config", "configs/tiny.py")
-flags.FLAGS(["prog", "--config=configs/tiny.py"] + sys.argv[1:])
-print(config.value.memory.first_layer)
+app.run(lambda argv: print(config.value.memory.first_layer))
 """
 
 
 def test_unknown_command_line_key_is_an_error():
   """Overrides parse as the launchers parse them (a fresh process: absl flags are global)."""
-  run = lambda *args: subprocess.run([sys.executable, "-c", PARSE, *args], capture_output=True,
+  run = lambda *args: subprocess.run([sys.executable, "-c", PARSE, "--config=configs/tiny.py",
+                                      *args], capture_output=True,
                                      text=True, cwd=ROOT, timeout=120)
   bad = run("--config.memory.frist_layer=4")
   assert bad.returncode != 0 and "frist_layer" in bad.stderr  # named, with a suggestion
