@@ -44,7 +44,7 @@ setup(
     version="0.1.0",
     description="GraphLoom (reliability-routed KG evidence via KG-JSA++) and GRAIL in JAX/Flax",
     packages=find_packages(include=["graphloom_jax", "graphloom_jax.*", "launch", "configs"]),
-    package_data={"graphloom_jax": ["data/resources/**/*"]},
+    package_data={"graphloom_jax": ["data/resources/**/*", "resources/**/*"]},
     include_package_data=True,
     python_requires=">=3.11",
     install_requires=RUNTIME,

@@ -1,175 +1,123 @@
-"""GraphLoom vs no retrieval vs Flat-RAG on SceneKB with a frozen decoder, plus router ECE.
+"""GraphLoom vs Flat-RAG vs no retrieval on SceneKB, all three through `GraphLoom.answer_batch`
+(the same instance graphs, subgraphs, corrections and verifier), plus the router's gate ECE.
 
-  python -m launch.train --config=configs/smollm2.py --workdir=runs/smol ...   # train heads
-  python -m benchmarks.graphloom_scenekb --workdir=runs/smol --num_questions=60
+  python -m benchmarks.graphloom_scenekb                          # the shipped SmolLM2 heads
+  python -m benchmarks.graphloom_scenekb --heads=runs/x/heads --num_questions=60
 
-Reads the run's config.json and its best checkpoint (else the latest). On `num_questions` test
-questions (taken round-robin over the five families) it reports, per condition:
-  no-retrieval  the question alone;
-  flat-rag      the same retrieved triples GraphLoom gets, verbalised into the prompt;
-  graphloom     the question alone plus the memory: fusion prefix + routed HieraSlots through
-                KG-JSA++ (the router recomputes the active set at every decoding step);
-multiple-choice accuracy (length-normalised option log-likelihood, EOS included) and open-answer
-EM / F1 (greedy, MMQA/DROP scorer). Router calibration: ECE of the gates at the first answer
-step against slot utility on the test questions, raw and after temperature scaling of the gate
-logits fitted on the validation questions; a reliability diagram goes to WORKDIR/reliability.png
-and every figure to WORKDIR/benchmark.json.
+On `num_questions` test questions (round-robin over the five families) it reports per mode:
+multiple-choice accuracy (length-normalised option log-likelihood under the mode's
+conditioning), open-answer EM / F1 (greedy, MMQA scorer), the share of answers whose claims the
+verifier supports, revisions, and for GraphLoom the precision of its citations (cited triples
+that are gold supporting triples). Router calibration: gates at the first answer step of the
+gold answer against slot utility (gold-support membership) on the test questions: ECE of the raw
+gates, and after a temperature fitted on `num_val` validation questions (post-hoc scaling of the
+same router, not a separately trained calibrated router); a reliability diagram and every figure
+go to --out.
 """
 
 import json
 import pathlib
 import time
 
-import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
-from absl import app, flags, logging
+from absl import app, flags
+from ml_collections import config_flags
 
-from configs import base
 from graphloom_jax.data import scenekb
 from graphloom_jax.evaluation import answers, calibration
-from graphloom_jax.models import decoder as decoder_lib
-from graphloom_jax.models import load_embedder
-from graphloom_jax.models import router as router_lib
 from graphloom_jax.ops import routing
-from graphloom_jax.training import data, trainer
+from graphloom_jax.pipeline import MODES, GraphLoom, decode
+from graphloom_jax.pipeline.graphloom import HEADS_DIR
+from graphloom_jax.training import data
 
-_WORKDIR = flags.DEFINE_string("workdir", None, "a launch.train workdir")
+_CONFIG = config_flags.DEFINE_config_file("config", "configs/smollm2.py", "configuration")
+_HEADS = flags.DEFINE_string("heads", str(HEADS_DIR / "smollm2"), "trained heads folder")
 _NUM = flags.DEFINE_integer("num_questions", 60, "test questions (round-robin over families)")
 _NUM_VAL = flags.DEFINE_integer("num_val", 40, "validation questions for the gate temperature")
-_CHUNK = flags.DEFINE_integer("chunk", 4, "questions per forward pass")
-_MAX_NEW = flags.DEFINE_integer("max_new_tokens", 8, "greedy tokens for open answers")
-_TEXT = flags.DEFINE_list("text_conditions", ["no-retrieval", "flat-rag"],
-                          "prompt-only baselines to run")
-flags.mark_flag_as_required("workdir")
-
-def round_robin(questions, n):
-  by_family = {}
-  for q in questions:
-    by_family.setdefault(q.extra.get("metadata", {}).get("family", q.family), []).append(q)
-  out, i = [], 0
-  while len(out) < n and any(i < len(v) for v in by_family.values()):
-    for fam in sorted(by_family):
-      if i < len(by_family[fam]) and len(out) < n:
-        out.append(by_family[fam][i])
-    i += 1
-  return out
+_BATCH = flags.DEFINE_integer("batch_size", 5, "questions decoded together")
+_OUT = flags.DEFINE_string("out", "runs/graphloom_scenekb", "folder for benchmark.json and the "
+                           "reliability diagram")
 
 
-def text_condition(dec, fmt, prompts, questions, chunk, max_new):
-  """MC accuracy and open EM/F1 for prompt-only conditions."""
-  correct, preds = 0, []
-  for s in range(0, len(questions), chunk):
-    qs, ps = questions[s:s + chunk], prompts[s:s + chunk]
-    opts = [[fmt.answer_ids(o) for o in q.extra["options"]] for q in qs]
-    # a few fixed widths, so the forward pass compiles once per width, not once per chunk
-    length = -(-max(len(p) + len(o) for p, os_ in zip(ps, opts) for o in os_) // 64) * 64
-    scores = answers.score_options(lambda t, v: dec.logits(t, v), ps, opts, length, fmt.pad)
-    correct += int(np.sum(answers.choose(scores) == [q.extra["answer_index"] for q in qs]))
-    outs = dec.generate_ids(ps, max_new)
-    preds += [fmt.decode(o) for o in outs]
-  return correct / len(questions), preds
+def gate_stats(system, kb, questions, seq_len):
+  """First-answer-step gates [N, M], utilities and validity from the gold-answer rows."""
+  feats = data.featurize(system, kb, questions, seq_len)
+  out = []
+  for s in range(0, len(questions), 8):
+    batch = {k: jnp.asarray(v[s:s + 8]) for k, v in feats.items()}
+    _, gates, _ = decode.score_rows(system._heads_def, system._heads_state,
+                                    system._backbone_def, system._backbone_state, batch,
+                                    first_layer=system.first_layer)
+    first = np.argmax(feats["loss_mask"][s:s + 8], axis=1)
+    out.append(np.take_along_axis(np.asarray(gates), first[:, None, None], axis=1)[:, 0])
+  g = np.concatenate(out)
+  return g, feats["slot_utility"], feats["slot_valid"]
 
 
 def main(argv):
   del argv
-  logging.set_verbosity(logging.WARNING)
-  workdir = pathlib.Path(_WORKDIR.value)
-  # The run's settings over today's defaults (fields added since the run keep their defaults).
-  config = base.get_base_config()
-  config.update(ml_collections.ConfigDict(json.loads((workdir / "config.json").read_text())))
-  dec = decoder_lib.from_config(config.model)
-  fmt = data.TextFormat(dec.tokenizer or data.ByteTokenizer(dec.config.vocab_size))
-  spec = data.FeatureSpec.from_config(config)
-  embedder = load_embedder(config.embedder.path or None)
+  config = _CONFIG.value
+  out = pathlib.Path(_OUT.value)
+  out.mkdir(parents=True, exist_ok=True)
+  system = GraphLoom.from_config(config, heads=_HEADS.value)
   test_kb, val_kb = scenekb.load("test"), scenekb.load("validation")
-  questions = round_robin(test_kb.questions, _NUM.value)
-  val_questions = round_robin(val_kb.questions, _NUM_VAL.value)
-  t0 = time.time()
-  test_arrays = data.featurize(test_kb, questions, fmt, embedder.embed, spec)
-  val_arrays = data.featurize(val_kb, val_questions, fmt, embedder.embed, spec)
-  evidence = data.retrieve(test_kb, questions, embedder.embed, spec)
-  print(f"featurised {len(questions)} test + {len(val_questions)} validation questions in "
-        f"{time.time() - t0:.0f}s")
-
-  t = trainer.Trainer(config, dec.model, val_arrays, val_arrays, workdir,
-                      devices=jax.devices()[:1], progress=False, log=lambda *_: None)
-  src = "best"
-  if not t.restore("best"):
-    src = "latest"
-    if not t.restore("latest"):
-      raise FileNotFoundError(f"{workdir}: no checkpoint to evaluate")
-  print(f"heads from {src} at step {t.step} ({t.num_params:,} trainable parameters)")
-
+  system.kb_sources = [test_kb.kb_source()]
+  questions = scenekb.round_robin(test_kb.questions, _NUM.value)
+  graphs = {i: system.instance_graph(test_kb.scene_graph(i), instance_id=i)
+            for i in sorted({q.extra["instance_id"] for q in questions})}
   gold = [q.answer_texts for q in questions]
   results = {}
-  for name in _TEXT.value:
+  for mode in MODES:
     start = time.time()
-    if name == "no-retrieval":
-      prompts = [fmt.prompt_ids(q.question) for q in questions]
-    else:
-      prompts = [fmt.evidence_prompt_ids(q.question, [f"{x.verbalize()}." for x in ev])
-                 for q, ev in zip(questions, evidence)]
-    acc, preds = text_condition(dec, fmt, prompts, questions, _CHUNK.value, _MAX_NEW.value)
-    results[name] = dict(mc_accuracy=acc, **answers.mean_answer_metrics(preds, gold),
-                         seconds=time.time() - start, examples=preds[:5])
-    print(f"{name}: done in {results[name]['seconds']:.0f}s", flush=True)
+    got = []
+    for s in range(0, len(questions), _BATCH.value):
+      qs = questions[s:s + _BATCH.value]
+      got += system.answer_batch([q.question for q in qs],
+                                 [graphs[q.extra["instance_id"]] for q in qs],
+                                 options=[q.extra["options"] for q in qs], mode=mode)
+    mc = np.mean([a.choice == q.extra["answer_index"] for a, q in zip(got, questions)])
+    cited = [(c.triple.key() in {tuple(g) for g in q.extra["gold_triples"]})
+             for a, q in zip(got, questions) for c in a.evidence]
+    results[mode] = dict(mc_accuracy=100 * float(mc),
+                         **answers.mean_answer_metrics([a.text for a in got], gold),
+                         supported=100 * float(np.mean([a.supported for a in got])),
+                         revised=int(sum(a.revised for a in got)),
+                         citation_precision=float(np.mean(cited)) if cited else None,
+                         seconds=time.time() - start, examples=[a.text for a in got[:5]])
+    print(f"{mode}: done in {results[mode]['seconds']:.0f}s", flush=True)
 
-  start = time.time()
-  heads = t.heads()
-  ev = t.evaluate(test_arrays)
-  preds = []
-  for s in range(0, len(questions), _CHUNK.value):
-    batch = {k: jnp.asarray(v[s:s + _CHUNK.value]) for k, v in test_arrays.items()}
-    mem, inputs = heads.memory(batch, dec.model.dtype)
-    prompts = [fmt.prompt_ids(q.question) for q in questions[s:s + _CHUNK.value]]
-    outs = dec.generate_ids(prompts, _MAX_NEW.value, memory=mem,
-                            router=router_lib.BoundRouter(heads.router, inputs))
-    preds += [fmt.decode(o) for o in outs]
-  results["graphloom"] = dict(mc_accuracy=ev["s_ans"], **answers.mean_answer_metrics(preds, gold),
-                              routed_slot_precision=ev["s_faith"], seconds=time.time() - start,
-                              examples=preds[:5])
+  val_questions = scenekb.round_robin(val_kb.questions, _NUM_VAL.value)
+  g_test, u_test, m_test = gate_stats(system, test_kb, questions, config.train.seq_len)
+  g_val, u_val, m_val = gate_stats(system, val_kb, val_questions, config.train.seq_len)
+  z = lambda g: np.log(np.clip(g, 1e-6, 1 - 1e-6)) - np.log1p(-np.clip(g, 1e-6, 1 - 1e-6))
+  temp = float(routing.fit_temperature(jnp.asarray(z(g_val).ravel()),
+                                       jnp.asarray(u_val.ravel()), jnp.asarray(m_val.ravel())))
+  cal = np.asarray(routing.apply_temperature(jnp.asarray(z(g_test)), temp))
+  raw_r = calibration.reliability(g_test, u_test, mask=m_test)
+  cal_r = calibration.reliability(cal, u_test, mask=m_test)
+  png = calibration.reliability_diagram(out / "reliability.png", {
+      "raw gates": raw_r, f"temperature {temp:.2f} (fitted on validation)": cal_r})
+  results["router_calibration"] = dict(ece_raw=raw_r.ece, ece_temperature=cal_r.ece,
+                                       temperature=temp, diagram=str(png),
+                                       useful_slot_rate=float(u_test[m_test].mean()))
+  (out / "benchmark.json").write_text(json.dumps(results, indent=2))
 
-  def gate_stats(arrays):
-    gates, logits, utils, valid = [], [], [], []
-    for batch, real in data.eval_batches(arrays, config.train.batch_size):
-      out = jax.device_get(trainer.eval_step(
-          t.params, t.rest, t.backbone_state, batch, heads_def=t.heads_def,
-          backbone_def=t.backbone_def, model_call=t.model_call, dtype=t.dtype))
-      gates.append(out["gates"][:real])
-      logits.append(out["gate_logits"][:real])
-      utils.append(batch["slot_utility"][:real])
-      valid.append(batch["slot_valid"][:real])
-    return [np.concatenate(x) for x in (gates, logits, utils, valid)]
-
-  g_val, z_val, u_val, m_val = gate_stats(val_arrays)
-  g_test, z_test, u_test, m_test = gate_stats(test_arrays)
-  temp = float(routing.fit_temperature(jnp.asarray(z_val.ravel()), jnp.asarray(u_val.ravel()),
-                                       jnp.asarray(m_val.ravel())))
-  cal_test = np.asarray(routing.apply_temperature(jnp.asarray(z_test), temp))
-  raw = calibration.reliability(g_test, u_test, mask=m_test)
-  cal = calibration.reliability(cal_test, u_test, mask=m_test)
-  png = calibration.reliability_diagram(workdir / "reliability.png",
-                                        {"uncalibrated": raw, "calibrated (T fitted on val)": cal})
-  results["router_calibration"] = dict(
-      ece_uncalibrated=raw.ece, ece_calibrated=cal.ece, gate_temperature=temp,
-      reliability_temperature=float(heads.router.temperature[...]),
-      useful_slot_rate=float(u_test[m_test].mean()), diagram=png)
-  (workdir / "benchmark.json").write_text(json.dumps(results, indent=2))
-
-  print(f"\nSceneKB test, {len(questions)} questions, decoder {dec.source}")
-  print(f"{'condition':14s} {'MC acc':>7s} {'EM':>6s} {'F1':>6s} {'seconds':>8s}")
-  for name in [*_TEXT.value, "graphloom"]:
-    r = results[name]
-    print(f"{name:14s} {100 * r['mc_accuracy']:7.1f} {r['em']:6.1f} {r['f1']:6.1f} "
-          f"{r['seconds']:8.0f}")
+  print(f"\nSceneKB test, {len(questions)} questions, decoder {system.decoder.source}, heads "
+        f"{_HEADS.value}")
+  print(f"{'mode':13s} {'MC acc':>7s} {'EM':>6s} {'F1':>6s} {'supported':>9s} {'revised':>7s} "
+        f"{'cite prec':>9s}")
+  for mode in MODES:
+    r = results[mode]
+    prec = f"{r['citation_precision']:.2f}" if r["citation_precision"] is not None else "-"
+    print(f"{mode:13s} {r['mc_accuracy']:7.1f} {r['em']:6.1f} {r['f1']:6.1f} "
+          f"{r['supported']:8.1f}% {r['revised']:7d} {prec:>9s}")
   rc = results["router_calibration"]
-  print(f"router gate ECE: {rc['ece_uncalibrated']:.3f} uncalibrated -> {rc['ece_calibrated']:.3f}"
-        f" calibrated (T = {temp:.2f}); ratio {rc['ece_calibrated'] / max(rc['ece_uncalibrated'], 1e-12):.2f}")
-  for name in _TEXT.value:
-    print(f"GraphLoom / {name} MC accuracy ratio: "
-          f"{results['graphloom']['mc_accuracy'] / max(results[name]['mc_accuracy'], 1e-12):.2f}")
+  print(f"router gate ECE {rc['ece_raw']:.3f} raw -> {rc['ece_temperature']:.3f} with T = "
+        f"{temp:.2f}; useful-slot rate {rc['useful_slot_rate']:.3f}")
+  for mode in ("flat_rag", "no_retrieval"):
+    print(f"GraphLoom / {mode} MC accuracy ratio: "
+          f"{results['graphloom']['mc_accuracy'] / max(results[mode]['mc_accuracy'], 1e-9):.2f}")
 
 
 if __name__ == "__main__":

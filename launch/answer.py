@@ -46,20 +46,6 @@ flags.DEFINE_list("options", None, "optional answer options for --question")
 FLAGS = flags.FLAGS
 
 
-def round_robin(questions, n):
-  """n questions taken in turn from each family, so a small sample covers all five."""
-  by_family = collections.defaultdict(list)
-  for q in questions:
-    by_family[q.family].append(q)
-  out, i = [], 0
-  while len(out) < n and any(i < len(v) for v in by_family.values()):
-    for fam in sorted(by_family):
-      if i < len(by_family[fam]) and len(out) < n:
-        out.append(by_family[fam][i])
-    i += 1
-  return out
-
-
 def show(answer, gold=None, options=None):
   mark = "supported" if answer.supported else "NOT supported"
   head = f"  -> {answer.text!r}" + (f"  (gold {gold})" if gold else "")
@@ -130,7 +116,7 @@ def main(argv):
   else:
     kb = scenekb.load(FLAGS.split)
     system.kb_sources = [kb.kb_source()]
-    questions = round_robin(kb.questions, FLAGS.num_questions)
+    questions = scenekb.round_robin(kb.questions, FLAGS.num_questions)
     graphs = {}
     for inst in tqdm(sorted({q.extra["instance_id"] for q in questions}), desc="instance graphs"):
       t0 = time.perf_counter()

@@ -59,6 +59,21 @@ class SceneKB:
                           max_per_entity=len(self.kb_triples), instance=instance_id)
 
 
+def round_robin(questions, n: int) -> list:
+  """n questions taken in turn from each family (in file order within a family), so a small
+  sample covers all five."""
+  by_family: dict[str, list] = {}
+  for q in questions:
+    by_family.setdefault(q.family, []).append(q)
+  out, i = [], 0
+  while len(out) < n and any(i < len(v) for v in by_family.values()):
+    for fam in sorted(by_family):
+      if i < len(by_family[fam]) and len(out) < n:
+        out.append(by_family[fam][i])
+    i += 1
+  return out
+
+
 def load(split: str = "train", folder=FOLDER) -> SceneKB:
   if split not in SPLITS:
     raise ValueError(f"scenekb.load: unknown split {split!r}; expected one of {SPLITS}")

@@ -39,9 +39,11 @@ FEATURES_VERSION = 3  # bump when featurize's output changes: it keys the on-dis
 # Config sections whose values change the features (the cache key includes them).
 FEATURE_SECTIONS = ("graph", "retrieval", "memory", "fusion", "eval", "embedder")
 _EXTRA = ("instance_id", "options", "answer_index", "gold_triples")
+PREPARE_CHUNK = 64  # questions per pipeline call (bounds the batched query writer's work)
 
 
-def featurize(system, kb, questions: Sequence, seq_len: int) -> dict[str, np.ndarray]:
+def featurize(system, kb, questions: Sequence, seq_len: int, log=lambda *_: None
+              ) -> dict[str, np.ndarray]:
   """Stacked features [N, ...] for the questions (see the module docstring).
 
   system: a `pipeline.GraphLoom` (heads not needed) whose kb_sources hold the benchmark's
@@ -59,8 +61,13 @@ def featurize(system, kb, questions: Sequence, seq_len: int) -> dict[str, np.nda
     graphs[inst] = system.instance_graph(kb.scene_graph(inst), instance_id=inst)
   gold = [[dict(subject=s, relation=r, object=o) for s, r, o in q.extra["gold_triples"]]
           for q in questions]
-  items = system.prepare([q.question for q in questions],
-                         [graphs[q.extra["instance_id"]] for q in questions], gold=gold)
+  items = []
+  for s in range(0, len(questions), PREPARE_CHUNK):
+    chunk = questions[s:s + PREPARE_CHUNK]
+    items += system.prepare([q.question for q in chunk],
+                            [graphs[q.extra["instance_id"]] for q in chunk],
+                            gold=gold[s:s + PREPARE_CHUNK])
+    log(f"featurised {s + len(chunk)} / {len(questions)} questions")
   fmt = system.fmt
   rows = []
   for q, it in zip(questions, items):
@@ -99,14 +106,14 @@ def cached_featurize(cache_dir: str | os.PathLike | None, name: str, system, kb,
   """featurize with a checksummed .npz cache keyed by `cache_key`; a corrupt cache file is
   reported and rebuilt."""
   if cache_dir is None:
-    return featurize(system, kb, questions, seq_len)
+    return featurize(system, kb, questions, seq_len, log)
   path = pathlib.Path(cache_dir) / f"{name}-{cache_key(system, questions, seq_len)}.npz"
   if path.exists():
     try:
       return atomic.load_npz_checked(path)
     except ValueError as e:
       log(f"features cache {path} is unusable ({e}); rebuilding it")
-  arrays = featurize(system, kb, questions, seq_len)
+  arrays = featurize(system, kb, questions, seq_len, log)
   path.parent.mkdir(parents=True, exist_ok=True)
   atomic.save_npz_checked(path, arrays)
   return arrays
