@@ -1,0 +1,97 @@
+"""Evaluates GraphLoom or a baseline on a dataset, sharded over processes and resumable.
+
+  python -m launch.evaluate --config=configs/tiny.py --heads=random --dataset=scenekb \
+      --split=validation --num_examples=16 --output_dir=/tmp/eval
+  python -m launch.evaluate --dataset=scienceqa --manual_dir=DIR --mode=no_retrieval \
+      --output_dir=/tmp/sqa                               # okvqa and mmqa likewise
+  # two hosts (or two processes on one), the output_dir shared between them:
+  python -m launch.evaluate ... --coordinator_address=host0:1234 --num_processes=2 --process_id=0
+  python -m launch.evaluate ... --coordinator_address=host0:1234 --num_processes=2 --process_id=1
+
+Every process answers its shards (batches of --batch_size consecutive examples; shard k is
+process k % num_processes's) and writes each to output_dir/shards/ as it finishes; rerunning the
+same command skips the shards that are there. Process 0 then writes predictions.jsonl,
+timings.jsonl and metrics.json (graphloom_jax.evaluation.sharded describes them). Without
+--coordinator_address, --num_processes/--process_id still split the work between independent
+jobs that share output_dir.
+
+--heads=random initialises untrained heads (seeded by config.seed): a smoke-test setting for
+configs without trained heads, such as configs/tiny.py; the default heads are trained for
+SmolLM2 (configs/smollm2.py).
+"""
+
+import json
+import pathlib
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from graphloom_jax.evaluation import sharded
+from graphloom_jax.pipeline import MODES
+from graphloom_jax.pipeline.graphloom import HEADS_DIR
+
+_CONFIG = config_flags.DEFINE_config_file("config", "configs/smollm2.py", "configuration")
+flags.DEFINE_enum("dataset", "scenekb", sharded.DATASETS, "what to evaluate on")
+flags.DEFINE_string("split", None, f"the split (default {sharded.DEFAULT_SPLITS})")
+flags.DEFINE_integer("num_examples", 0, "the first N examples of the split (0: all)")
+flags.DEFINE_integer("batch_size", 8, "examples per shard, answered as one batch (a multiple "
+                     "of the local device count)")
+flags.DEFINE_string("output_dir", None, "where shards, predictions and metrics go (shared by "
+                    "all processes)")
+flags.DEFINE_enum("mode", "graphloom", MODES, "how the evidence reaches the decoder")
+flags.DEFINE_string("heads", str(HEADS_DIR / "smollm2"), "trained heads (launch.train's "
+                    f"WORKDIR/heads), or {sharded.RANDOM_HEADS!r} for a smoke test; mode "
+                    "graphloom only")
+flags.DEFINE_string("manual_dir", None, "the official files of scienceqa / okvqa / mmqa")
+flags.DEFINE_string("data_dir", None, "where their TFDS files are prepared (default "
+                    "OUTPUT_DIR/tfds)")
+flags.DEFINE_string("coordinator_address", None, "host:port of process 0 (jax.distributed)")
+flags.DEFINE_integer("num_processes", 1, "processes sharing the evaluation")
+flags.DEFINE_integer("process_id", 0, "this process, in [0, num_processes)")
+flags.DEFINE_list("local_device_ids", None, "with --coordinator_address: the devices this "
+                  "process uses (one process per accelerator)")
+flags.DEFINE_float("wait_timeout_s", 3600.0, "how long a process waits for the others' files")
+flags.DEFINE_bool("progress", True, "show a progress bar")
+flags.mark_flag_as_required("output_dir")
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  del argv
+  config = _CONFIG.value
+  ids = [int(i) for i in FLAGS.local_device_ids] if FLAGS.local_device_ids else None
+  procs = sharded.init_processes(FLAGS.coordinator_address, FLAGS.num_processes,
+                                 FLAGS.process_id, ids)
+  devices = sharded.local_devices(FLAGS.batch_size)
+  out = pathlib.Path(FLAGS.output_dir)
+  if procs.index != 0:
+    sharded.wait_for_plan(out, FLAGS.wait_timeout_s)
+  dataset = sharded.open_dataset(FLAGS.dataset, FLAGS.split, data_dir=FLAGS.data_dir or
+                                 out / "tfds", manual_dir=FLAGS.manual_dir)
+  sharded.check_mode(dataset, FLAGS.mode)
+  plan = sharded.make_plan(dataset, num_examples=FLAGS.num_examples,
+                           batch_size=FLAGS.batch_size, mode=FLAGS.mode, heads=FLAGS.heads,
+                           config=config)
+  evaluation = sharded.Evaluation(out, plan)
+  evaluation.publish_plan(writer=procs.index == 0)
+  system = None
+  if evaluation.missing(plan.owned(procs.index, procs.count)):
+    system = sharded.build_system(config, FLAGS.heads, FLAGS.mode, dataset.kb_sources)
+  report = evaluation.run(
+      lambda examples, first: sharded.answer_shard(system, dataset, examples, FLAGS.mode, first),
+      dataset, procs.index, procs.count, progress=FLAGS.progress, devices=devices)
+  print(f"process {procs.index}/{procs.count}: computed shards {report['computed']}, reused "
+        f"{report['reused']}")
+  sharded.sync(procs, "launch.evaluate: shards written")
+  if procs.index == 0:
+    evaluation.wait_for_shards(FLAGS.wait_timeout_s)
+    metrics = evaluation.gather()
+    print(json.dumps({k: v for k, v in metrics.items() if not isinstance(v, dict)}, indent=1))
+    print(f"wrote {out / sharded.PREDICTIONS} and {out / sharded.METRICS}")
+  if procs.distributed:
+    import jax
+    jax.distributed.shutdown()
+
+
+if __name__ == "__main__":
+  app.run(main)
