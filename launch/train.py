@@ -14,7 +14,6 @@ token ids), config.json, final.json and heads/ (the best heads for
 
 import json
 import pathlib
-import time
 
 from absl import app, flags, logging
 from ml_collections import config_flags

@@ -7,8 +7,6 @@ import subprocess
 import sys
 
 import ml_collections
-import numpy as np
-import pytest
 
 from configs import tiny
 from graphloom_jax.data import scenekb
@@ -16,21 +14,12 @@ from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.pipeline import GraphLoom, graphloom
 from graphloom_jax.training import data, trainer
 
+from fakes import HashEmbed
+
 # Read by other entry points: the GRAIL trainer and its GraphLoom writer (tests/test_grail.py,
 # tests/test_retrieval_factory.py).
 ELSEWHERE = ("grail.",)
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-
-
-class HashEmbed:
-  model_id = "hash-16"
-
-  def embed(self, texts):
-    out = []
-    for t in texts:
-      v = np.random.default_rng(abs(hash(t)) % 2**32).standard_normal(16)
-      out.append(v / np.linalg.norm(v))
-    return np.asarray(out, np.float32)
 
 
 def _leaves(c, prefix=""):

@@ -9,24 +9,11 @@ import pytest
 
 from configs import tiny
 from graphloom_jax.data import scenekb
-from graphloom_jax.graph.triples import Provenance, Triple
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.pipeline import STAGES, GraphLoom, graphloom, load_heads, save_heads
 from graphloom_jax.training import data
 
-
-class HashEmbed:
-  """Deterministic fake sentence embedder (unit vectors keyed by the text)."""
-  model_id = "hash-16"
-
-  def embed(self, texts):
-    out = []
-    for t in texts:
-      rng = np.random.default_rng(int.from_bytes(t.encode()[:64].ljust(8, b"\0")[-8:], "little")
-                                  ^ len(t))
-      v = rng.standard_normal(16)
-      out.append(v / np.linalg.norm(v))
-    return np.asarray(out, np.float32)
+from fakes import HashEmbed
 
 
 class StubVerifier:

@@ -16,19 +16,7 @@ from graphloom_jax.models import heads as heads_lib
 from graphloom_jax.pipeline import GraphLoom
 from graphloom_jax.training import data, trainer
 
-
-class HashEmbed:
-  """Deterministic fake sentence embedder (unit vectors keyed by the text)."""
-  model_id = "hash-16"
-
-  def __call__(self, texts):
-    out = []
-    for t in texts:
-      rng = np.random.default_rng(int.from_bytes(t.encode()[:64].ljust(8, b"\0")[-8:], "little")
-                                  ^ len(t))
-      v = rng.standard_normal(16)
-      out.append(v / np.linalg.norm(v))
-    return np.asarray(out, np.float32)
+from fakes import HashEmbed
 
 
 @pytest.fixture(scope="module")
