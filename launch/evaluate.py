@@ -62,13 +62,16 @@ def main(argv):
   ids = [int(i) for i in FLAGS.local_device_ids] if FLAGS.local_device_ids else None
   procs = sharded.init_processes(FLAGS.coordinator_address, FLAGS.num_processes,
                                  FLAGS.process_id, ids)
-  devices = sharded.local_devices(FLAGS.batch_size)
   out = pathlib.Path(FLAGS.output_dir)
   if procs.index != 0:
     sharded.wait_for_plan(out, FLAGS.wait_timeout_s)
-  dataset = sharded.open_dataset(FLAGS.dataset, FLAGS.split, data_dir=FLAGS.data_dir or
-                                 out / "tfds", manual_dir=FLAGS.manual_dir)
-  sharded.check_mode(dataset, FLAGS.mode)
+  try:
+    devices = sharded.local_devices(FLAGS.batch_size)
+    dataset = sharded.open_dataset(FLAGS.dataset, FLAGS.split, data_dir=FLAGS.data_dir or
+                                   out / "tfds", manual_dir=FLAGS.manual_dir)
+    sharded.check_mode(dataset, FLAGS.mode)
+  except ValueError as e:
+    raise app.UsageError(str(e)) from None
   plan = sharded.make_plan(dataset, num_examples=FLAGS.num_examples,
                            batch_size=FLAGS.batch_size, mode=FLAGS.mode, heads=FLAGS.heads,
                            config=config)
