@@ -1,7 +1,72 @@
-r"""Builds SceneKB, the embedded benchmark: synthetic scenes over the VG150 vocabulary with
-real WordNet 3.0 knowledge about their objects, and MMQA-style questions over both.
+r"""Builds SceneKB: synthetic scenes over the VG150 vocabulary with real WordNet 3.0 knowledge
+about their objects, and MMQA-style questions over both. Two versions:
 
-  python -m graphloom_jax.data.build_benchmark [--out=graphloom_jax/data/resources/scenekb]
+  python -m graphloom_jax.data.build_benchmark                # v1, the embedded copy
+  python -m graphloom_jax.data.build_benchmark --version=2 --out=DIR [--seed=N] [--scenes=M]
+
+--version=1 (the default) with its default seed (20261129), 400 scenes and --out the embedded
+folder graphloom_jax/data/resources/scenekb/ rebuilds the embedded copy byte for byte
+(tests/test_benchmark_data.py checks it); its README describes v1. --version=2 writes SceneKB v2
+(defaults: seed 20261130, 2,000 scenes, --out required; the embedded folder is refused because
+the shipped heads are trained on v1). Read either with `scenekb.load(split, root=DIR)`.
+
+Deterministic: every random choice comes from `random.Random` seeded by (seed, scene index), the
+output is written with sorted keys and fixed separators, so rebuilding gives the same bytes.
+Inputs: the VG150 vocabulary and the WordNet excerpt committed under
+graphloom_jax/data/resources/vg150/ and graphloom_jax/data/resources/wordnet/.
+
+What v2 changes (scenes, question families and splits are made as in v1, see V1_DESCRIPTION):
+  - extraction confidences overlap around tau_edge = 0.5: real relations ~ Beta(4.5, 2), noise
+    relations ~ Beta(2, 4.5), so 14.4% of each falls on the wrong side of 0.5 (the regularised
+    incomplete beta I_0.5(4.5, 2)); 2-4 noise relations per scene instead of 1-3;
+  - graded, ambiguous WordNet facts: every sense that the excerpt holds for a word (every synset
+    of data.noun that lists it), in a sense order, scored by `kb.WordNet.triples` (1 / sense
+    rank). The excerpt's index gives one sense per word and Debian's wordnet-base (the full
+    index) is not installed here, so the order is rebuilt from what the excerpt knows: the
+    excerpt's sense of a VG150 class sits at its real WordNet sense number (SENSE_NUMBERS, e.g.
+    glass 2: the drinking glass; sense 1 is the material), the word's other senses in the
+    excerpt fill the other ranks in offset order (their real rank is unknown: often later);
+  - the sense each object has in its scene (INTENDED: the excerpt's sense, an elephant's trunk is
+    a proboscis, a sheep's face an animal's face) decides what holds: questions, answers and gold
+    triples use facts of that sense only; the other senses' facts are in the KB as wrong-sense
+    facts (glass is a solid, confidence 1.0; a trunk is part of a tree) and their objects are the
+    first distractors of kb and compose questions;
+  - no question has two right options: 'wears' and 'wearing' count as one predicate where a
+    question names a thing by its relation (SAME_PREDICATES), and no farther hypernym of the
+    answer is a distractor of "What kind of thing is X?";
+  - the scene description is what the extractor reports (relations with confidence >= 0.5,
+    noise included), no longer the list of real relations;
+  - truth.jsonl: the generator's ground truth for `evaluation.hallucination` (see `_truth`);
+    statistics.json: the confidence statistics the README reports.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import json
+import pathlib
+import random
+
+from graphloom_jax.graph.kb import WORDNET_RELATIONS, Synset, WordNet
+from graphloom_jax.graph.triples import Triple, dumps
+
+NAME = "scenekb"
+RESOURCES = pathlib.Path(__file__).resolve().parent / "resources"
+DEFAULT_OUT = RESOURCES / NAME
+DEFAULT_VOCAB = RESOURCES / "vg150" / "vocab.json"
+WORDNET_DIR = RESOURCES / "wordnet"
+
+NUM_SCENES = 400
+SEED = 20261129
+FAMILIES = ("scene", "kb", "compose", "compare", "intersect")
+MMQA_TYPES = {"scene": "ImageQ", "kb": "TextQ", "compose": "Compose(TextQ,ImageQ)",
+              "compare": "Compare(ImageQ,TextQ)", "intersect": "Intersect(ImageQ,TextQ)"}
+SPLITS = ("train", "validation", "test")
+
+# How v1 was described; its README embeds this text, so it stays as it was.
+V1_DESCRIPTION = r"""  python -m graphloom_jax.data.build_benchmark [--out=graphloom_jax/data/resources/scenekb]
 
 Deterministic: every random choice comes from `random.Random` seeded by (seed, scene index), the
 output is written with sorted keys and fixed separators, so rebuilding gives the same bytes.
@@ -29,29 +94,29 @@ and gold supporting triples:
 Splits by scene: 70% train, 15% validation, 15% test.
 """
 
-from __future__ import annotations
 
-import collections
-import hashlib
-import json
-import pathlib
-import random
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """What differs between SceneKB versions. A confidence law is ("uniform", low, high) or
+  ("beta", a, b)."""
+  version: int
+  seed: int
+  scenes: int
+  real_confidence: tuple[str, float, float]
+  noise_confidence: tuple[str, float, float]
+  noise_relations: tuple[int, ...]  # drawn uniformly: how many noise relations a scene gets
+  senses: bool  # every sense of a word, graded by rank (v2), or the excerpt's one sense (v1)
 
-from graphloom_jax.graph.kb import WordNet
-from graphloom_jax.graph.triples import Triple, dumps
 
-NAME = "scenekb"
-RESOURCES = pathlib.Path(__file__).resolve().parent / "resources"
-DEFAULT_OUT = RESOURCES / NAME
-DEFAULT_VOCAB = RESOURCES / "vg150" / "vocab.json"
-WORDNET_DIR = RESOURCES / "wordnet"
-
-NUM_SCENES = 400
-SEED = 20261129
-FAMILIES = ("scene", "kb", "compose", "compare", "intersect")
-MMQA_TYPES = {"scene": "ImageQ", "kb": "TextQ", "compose": "Compose(TextQ,ImageQ)",
-              "compare": "Compare(ImageQ,TextQ)", "intersect": "Intersect(ImageQ,TextQ)"}
-SPLITS = ("train", "validation", "test")
+VERSIONS = {
+    1: Settings(1, SEED, NUM_SCENES, ("uniform", 0.55, 1.0), ("uniform", 0.05, 0.45),
+                (1, 2, 3), senses=False),
+    2: Settings(2, 20261130, 2000, ("beta", 4.5, 2.0), ("beta", 2.0, 4.5), (2, 3, 4),
+                senses=True),
+}
+# The defaults of configs/base.py, used here only for the statistics and the v2 description.
+TAU_EDGE = 0.5
+TAU_KB = 0.7
 
 PEOPLE = ("man", "woman", "boy", "girl", "child", "kid", "lady", "guy", "player", "skier",
           "person")
@@ -89,10 +154,23 @@ KB_TEMPLATES = {"is a": "What kind of thing is {x}?", "part of": "What is {x} a 
                 "made of": "What is {x} made of?", "member of": "What is {x} a member of?"}
 KB_RELATIONS = ("is a", "part of", "has part", "member of", "has member", "made of",
                 "substance of")
+KB_SYMBOLS = tuple(s for s, r in WORDNET_RELATIONS.items() if r in KB_RELATIONS)
+# The real WordNet 3.0 sense number of the excerpt's sense of a VG150 class where it is not 1
+# (the classes of launch/build_wordnet_resources.SENSES whose lemma is the class itself).
+SENSE_NUMBERS = {"bike": 2, "board": 3, "branch": 2, "glass": 2, "glove": 2, "kite": 3,
+                 "light": 2, "plant": 2, "plate": 4, "post": 4, "racket": 4, "sign": 2,
+                 "stand": 4, "table": 2, "track": 3, "toilet": 2, "seat": 3, "letter": 2}
+# (owner, part) -> WordNet 3.0 offset of the part's sense when an agent has it in a scene, where
+# that differs from the excerpt's sense: the generator only gives trunks to elephants.
+INTENDED = {("elephant", "trunk"): 2452967,  # proboscis: a long flexible snout as of an elephant
+            ("sheep", "face"): 5601198}  # the part of an animal corresponding to the human face
+SAME_PREDICATES = {"wears": "wearing"}
+KIND_OF = "kind of"  # the transitive 'is a' of the question claims in truth.jsonl
+ANSWER = "?x"  # the variable a question's answer binds in its claims
 
 
-def doc_id(*parts) -> str:
-  return hashlib.md5("/".join(map(str, (NAME,) + parts)).encode()).hexdigest()
+def doc_id(*parts, namespace: str = NAME) -> str:
+  return hashlib.md5("/".join(map(str, (namespace,) + parts)).encode()).hexdigest()
 
 
 def phrase(p: str) -> str:
@@ -104,14 +182,39 @@ def article(word: str) -> str:
   return ("an " if word[0] in "aeiou" else "a ") + word
 
 
+def draw(rng: random.Random, law: tuple[str, float, float]) -> float:
+  kind, a, b = law
+  if kind == "uniform":
+    return round(rng.uniform(a, b), 3)
+  if kind == "beta":
+    return round(rng.betavariate(a, b), 3)
+  raise ValueError(f"confidence law {law!r}: expected ('uniform' | 'beta', a, b)")
+
+
 class Knowledge:
-  """WordNet facts about the VG150 classes, from the committed excerpt."""
+  """WordNet facts about the VG150 classes, from the committed excerpt (v1: one sense a word)."""
 
   def __init__(self, wn: WordNet, objects):
     self.wn = wn
     self.facts = {}
     for cls in objects:
       self.facts[cls] = [t for t in wn.neighbors(cls) if t.relation in KB_RELATIONS]
+
+  def reading(self, scene) -> "Knowledge":
+    """The knowledge that holds in `scene` (v1: all of it)."""
+    del scene
+    return self
+
+  def confusers(self, name: str, relation: str) -> tuple:
+    """Pools of distractors to try first for a fact about `name` (v1: none)."""
+    del name, relation
+    return ()
+
+  def also_true(self, name: str, relation: str) -> list[str]:
+    """Objects that are not answers of (name, relation, ?) but would be true ones, so never
+    distractors (v1: none)."""
+    del name, relation
+    return []
 
   def objects_of(self, name: str, relation: str) -> list[str]:
     facts = self.facts.get(name)
@@ -151,13 +254,123 @@ class Knowledge:
     return [out[k] for k in sorted(out)]
 
 
+def sense_index(wn: WordNet) -> dict[tuple[str, str], tuple[int, ...]]:
+  """Every sense the excerpt holds for each word of its index, in the order the module docstring
+  gives (the excerpt's sense at SENSE_NUMBERS[word] or 1, the others by offset)."""
+  holders = collections.defaultdict(list)
+  for (pos, offset), s in sorted(wn.synsets.items()):
+    for w in s.words:
+      if offset not in holders[(pos, w.lower())]:
+        holders[(pos, w.lower())].append(offset)
+  index = {}
+  for key, offsets in wn.index.items():
+    if len(offsets) != 1:
+      raise ValueError(f"sense_index: the excerpt lists {len(offsets)} senses for {key[1]!r}; "
+                       "expected the one sense launch/build_wordnet_resources.py writes")
+    others = [o for o in holders.get(key, []) if o != offsets[0]]
+    k = SENSE_NUMBERS.get(key[1], 1)
+    index[key] = tuple(others[:k - 1] + [offsets[0]] + others[k - 1:])
+  return index
+
+
+class SenseKnowledge(Knowledge):
+  """v2: every sense of a word, graded by rank (the KB file), and what holds for the sense an
+  object has in its scene (questions and truth)."""
+
+  def __init__(self, wn: WordNet, objects):
+    super().__init__(WordNet(wn.synsets, sense_index(wn)), objects)
+    self.excerpt = {c: wn.senses(c)[0] for c in objects}
+
+  def reading(self, scene) -> "Reading":
+    return Reading(self, self.senses_in(scene))
+
+  def senses_in(self, scene) -> dict[str, Synset]:
+    """The sense of every real object of `scene` (INTENDED, else the excerpt's)."""
+    senses = {o: self.excerpt[o] for o in scene.real_objects}
+    for s, p, o in scene.true_relations:
+      if p == "has" and (s, o) in INTENDED:
+        senses[o] = self.wn.synsets[("n", INTENDED[(s, o)])]
+    return senses
+
+  def sense_facts(self, name: str, synset: Synset) -> list[tuple[str, str, str]]:
+    """One-hop KB facts of one sense, with `name` as subject (as `WordNet.triples` names them)."""
+    return sorted({(name, WORDNET_RELATIONS[sym], other.head.lower())
+                   for sym in KB_SYMBOLS for other in self.wn.related(synset, sym)})
+
+  def hypernyms(self, synset: Synset) -> list[Synset]:
+    return sorted(self.wn.related(synset, "@"), key=lambda s: s.head.lower())
+
+  def truth(self, name: str, synset: Synset) -> dict:
+    """What holds for `name` read as `synset`: its one-hop facts, the 'is a' facts of its
+    hypernyms (the two hops of the KB file) and every hypernym (the 'kind of' closure)."""
+    facts = set(self.sense_facts(name, synset))
+    for h in self.hypernyms(synset):
+      facts.update((h.head.lower(), "is a", h2.head.lower()) for h2 in self.hypernyms(h))
+    return {"facts": sorted(facts), "kind_of": sorted(self.kinds(synset))}
+
+  def kinds(self, synset: Synset) -> set[str]:
+    seen, todo = set(), [synset]
+    while todo:
+      for h in self.hypernyms(todo.pop()):
+        if h.head.lower() not in seen:
+          seen.add(h.head.lower())
+          todo.append(h)
+    return seen
+
+  def objects_of(self, name: str, relation: str) -> list[str]:
+    return Reading(self, {}).objects_of(name, relation)
+
+
+class Reading:
+  """SenseKnowledge under one scene's senses: what holds there (the Knowledge interface that
+  QuestionMaker uses)."""
+
+  def __init__(self, k: SenseKnowledge, senses: dict[str, Synset]):
+    self.k = k
+    self.senses = senses
+    self.facts = k.facts
+
+  def synset(self, name: str) -> Synset:
+    return self.senses.get(name) or self.k.excerpt[name]
+
+  def objects_of(self, name: str, relation: str) -> list[str]:
+    return sorted({o for _, r, o in self.k.sense_facts(name, self.synset(name)) if r == relation})
+
+  def confusers(self, name: str, relation: str) -> tuple:
+    """The objects of `name`'s wrong-sense facts for `relation` (they are in the KB too)."""
+    true = set(self.objects_of(name, relation))
+    wrong = sorted({t.object for t in self.k.facts.get(name, ()) if t.relation == relation
+                    and t.object not in true})
+    return (wrong,) if wrong else ()
+
+  def also_true(self, name: str, relation: str) -> list[str]:
+    """For 'is a': every hypernym of the sense (a farther kind is true, if not the answer)."""
+    return sorted(self.k.kinds(self.synset(name))) if relation == "is a" else []
+
+  def hypernym_paths(self, cls: str) -> dict[str, list[tuple[str, str, str]]]:
+    out = {}
+    for h1 in self.k.hypernyms(self.synset(cls)):
+      a = h1.head.lower()
+      out.setdefault(a, [(cls, "is a", a)])
+      for h2 in self.k.hypernyms(h1):
+        out.setdefault(h2.head.lower(), [(cls, "is a", a), (a, "is a", h2.head.lower())])
+    return out
+
+  def closure(self, cls: str) -> set[str]:
+    """Hypernyms of every sense of `cls`: a question asking which object is a kind of H excludes
+    objects that are an H in any sense."""
+    return set().union(*[self.k.kinds(s) for s in self.k.wn.senses(cls)])
+
+
 class Scene:
   """One synthetic scene: objects and (subject, predicate, object, confidence, noise) relations."""
 
-  def __init__(self, index: int, rng: random.Random, vocab_objects, vocab_predicates):
+  def __init__(self, index: int, rng: random.Random, vocab_objects, vocab_predicates,
+               settings: Settings = VERSIONS[1], namespace: str = NAME):
     self.index = index
-    self.id = doc_id("image", index)
-    self.description_id = doc_id("description", index)
+    self.id = doc_id("image", index, namespace=namespace)
+    self.description_id = doc_id("description", index, namespace=namespace)
+    self.settings = settings
     self.objects: list[str] = []
     self.relations: list[tuple[str, str, str, float, bool]] = []
     self._build(rng, vocab_objects, vocab_predicates)
@@ -173,7 +386,7 @@ class Scene:
       return
     self._add_object(s)
     self._add_object(o)
-    self.relations.append((s, p, o, round(rng.uniform(0.55, 1.0), 3), False))
+    self.relations.append((s, p, o, draw(rng, self.settings.real_confidence), False))
 
   def _build(self, rng, vocab_objects, vocab_predicates):
     agents = [rng.choice(PEOPLE) if rng.random() < 0.75 else rng.choice(ANIMALS)]
@@ -221,7 +434,7 @@ class Scene:
           self._relate(rng, thing, p, base)
     if len(agents) == 2 and rng.random() < 0.5:
       self._relate(rng, agents[0], rng.choice(("looking at", "watching", "near")), agents[1])
-    for _ in range(rng.choice((1, 2, 3))):
+    for _ in range(rng.choice(self.settings.noise_relations)):
       s, p, o = rng.choice([r[:3] for r in self.relations])
       if rng.random() < 0.5:
         o = rng.choice([x for x in vocab_objects if x not in self.objects])
@@ -229,7 +442,7 @@ class Scene:
         p = rng.choice([x for x in vocab_predicates if x != p])
       if not any((s, p, o) == r[:3] for r in self.relations):
         self._add_object(o)
-        self.relations.append((s, p, o, round(rng.uniform(0.05, 0.45), 3), True))
+        self.relations.append((s, p, o, draw(rng, self.settings.noise_confidence), True))
     self.boxes = {o: [rng.randrange(0, 560), rng.randrange(0, 400), rng.randrange(24, 200),
                       rng.randrange(24, 200)] for o in self.objects}
 
@@ -237,10 +450,23 @@ class Scene:
   def true_relations(self):
     return [r[:3] for r in self.relations if not r[4]]
 
+  @property
+  def real_objects(self) -> list[str]:
+    """Objects of a real relation (the others exist only in the extractor's noise)."""
+    real = {x for s, _, o in self.true_relations for x in (s, o)}
+    return [o for o in self.objects if o in real]
+
+  def described(self):
+    """The relations the scene description states: v1 the real ones, v2 what the extractor
+    reports (confidence >= tau_edge, noise included)."""
+    if self.settings.version == 1:
+      return self.true_relations
+    return [r[:3] for r in self.relations if r[3] >= TAU_EDGE]
+
   def description(self) -> tuple[str, list[tuple[int, int]]]:
-    """The scene description (true relations only) and each sentence's character span."""
+    """The scene description and each sentence's character span."""
     text, spans = "", []
-    for s, p, o in self.true_relations:
+    for s, p, o in self.described():
       sentence = f"The {s} {phrase(p)} the {o}."
       start = len(text) + (1 if text else 0)
       text = (text + " " if text else "") + sentence
@@ -262,10 +488,20 @@ def _unique(relations, key, value):
   return [r for r in relations if key(r) == value]
 
 
+def claim(*alternatives) -> list:
+  """A claim of a question's answer (truth.jsonl): it holds when one of the alternatives, a
+  conjunction of [subject, relation, object] atoms over the instance's ground truth, holds for
+  some value of its variables ('?x' is the answer)."""
+  return [[list(atom) for atom in alternative] for alternative in alternatives]
+
+
 class QuestionMaker:
-  def __init__(self, knowledge: Knowledge, vocab_objects):
+  def __init__(self, knowledge: Knowledge, vocab_objects, same_predicates=None):
     self.k = knowledge
     self.vocab = vocab_objects
+    # Predicates that say the same thing ('wears', 'wearing'), one key for both: a question that
+    # names "the thing the man is wearing" must not have two answers (v2; v1 keeps its questions).
+    self.pkey = (same_predicates or {}).get
     self.all_hypernyms = sorted({h for c in vocab_objects for h in knowledge.objects_of(c, "is a")})
     self.kb_objects = {r: sorted({o for c in vocab_objects for o in knowledge.objects_of(c, r)})
                        for r in KB_TEMPLATES}
@@ -283,13 +519,15 @@ class QuestionMaker:
   def _refs(self, scene):
     """Scene relations that identify their object uniquely: (s, p, o) with (s, p) unique."""
     rels = scene.true_relations
-    return [(s, p, o) for s, p, o in rels if len(_unique(rels, lambda r: r[:2], (s, p))) == 1]
+    key = lambda r: (r[0], self.pkey(r[1], r[1]))
+    return [r for r in rels if len(_unique(rels, key, key(r))) == 1]
 
   def scene_q(self, rng, scene):
     rels = scene.true_relations
     forward = self._refs(scene)
+    key = lambda r: (self.pkey(r[1], r[1]), r[2])
     backward = [(s, p, o) for s, p, o in rels
-                if len(_unique(rels, lambda r: r[1:], (p, o))) == 1 and p not in VERB_FORMS]
+                if len(_unique(rels, key, key((s, p, o)))) == 1 and p not in VERB_FORMS]
     cands = [("f", r) for r in forward] + [("b", r) for r in backward]
     if not cands:
       return None
@@ -297,54 +535,61 @@ class QuestionMaker:
     if way == "f":
       q = (f"What does the {s} {VERB_FORMS[p][1]}?" if p in VERB_FORMS
            else f"What is the {s} {p}?")
-      answer = o
+      answer, claims = o, [claim([(s, p, ANSWER)])]
     else:
-      q, answer = f"What {phrase(p)} the {o}?", s
+      q, answer, claims = f"What {phrase(p)} the {o}?", s, [claim([(ANSWER, p, o)])]
     return dict(question=q, answers=[answer], gold=[(s, p, o)], intermediate=[],
-                pools=(scene.objects, self.vocab), modality="image")
+                pools=(scene.objects, self.vocab), modality="image", claims=claims)
 
-  def _kb_fact(self, rng, x):
-    rels = [r for r in KB_TEMPLATES if self.k.objects_of(x, r)]
+  def _kb_fact(self, rng, k, x):
+    rels = [r for r in KB_TEMPLATES if k.objects_of(x, r)]
     if not rels:
       return None
     r = rng.choice(rels)
-    return r, self.k.objects_of(x, r)
+    return r, k.objects_of(x, r)
 
   def kb_q(self, rng, scene):
+    k = self.k.reading(scene)
     seen = {x for s, _, o in scene.true_relations for x in (s, o)}
-    cands = [o for o in scene.objects if o in seen and self.k.facts.get(o)]
+    cands = [o for o in scene.objects if o in seen and k.facts.get(o)]
     rng.shuffle(cands)
     for x in cands:
-      fact = self._kb_fact(rng, x)
+      fact = self._kb_fact(rng, k, x)
       if fact:
         r, objs = fact
         answer = rng.choice(objs)
         return dict(question=KB_TEMPLATES[r].format(x=f"the {x}"), answers=objs,
                     gold=[(x, r, answer)], intermediate=[], answer=answer,
-                    pools=(self.kb_objects[r], self.all_hypernyms), modality="text")
+                    not_distractors=k.also_true(x, r),
+                    pools=k.confusers(x, r) + (self.kb_objects[r], self.all_hypernyms),
+                    modality="text", claims=[claim([(x, r, ANSWER)])])
     return None
 
   def compose_q(self, rng, scene):
+    k = self.k.reading(scene)
     refs = self._refs(scene)
     rng.shuffle(refs)
     for s, p, o in refs:
-      fact = self._kb_fact(rng, o)
+      fact = self._kb_fact(rng, k, o)
       if fact:
         r, objs = fact
         answer = rng.choice(objs)
         ref = f"the thing the {s} {phrase(p)}"
         return dict(question=KB_TEMPLATES[r].format(x=ref), answers=objs,
                     gold=[(s, p, o), (o, r, answer)], intermediate=[o], answer=answer,
-                    pools=(self.kb_objects[r], self.all_hypernyms), modality="text")
+                    not_distractors=k.also_true(o, r),
+                    pools=k.confusers(o, r) + (self.kb_objects[r], self.all_hypernyms),
+                    modality="text", claims=[claim([(s, p, "?y"), ("?y", r, ANSWER)])])
     return None
 
   def compare_q(self, rng, scene):
+    k = self.k.reading(scene)
     refs = self._refs(scene)
     pairs = [(a, b) for a in refs for b in refs if a[2] != b[2]]
     rng.shuffle(pairs)
     for (s1, p1, o1), (s2, p2, o2) in pairs:
-      paths = self.k.hypernym_paths(o1)
-      other = self.k.closure(o2) | {o2}
+      paths = k.hypernym_paths(o1)
+      other = k.closure(o2) | {o2}
       hs = sorted(h for h in paths if h not in other)
       if not hs:
         continue
@@ -354,59 +599,83 @@ class QuestionMaker:
                        (f"the thing the {s2} {phrase(p2)}", f"the thing the {s1} {phrase(p1)}"))
       return dict(question=f"Which is a kind of {h}: {first} or {second}?", answers=[o1],
                   gold=[(s1, p1, o1), (s2, p2, o2)] + paths[h], intermediate=[o1, o2],
-                  pools=([o2], scene.objects, self.vocab), modality="image")
+                  pools=([o2], scene.objects, self.vocab), modality="image",
+                  claims=[claim([(s1, p1, ANSWER)], [(s2, p2, ANSWER)]),
+                          claim([(ANSWER, KIND_OF, h)])])
     return None
 
   def intersect_q(self, rng, scene):
+    k = self.k.reading(scene)
     rels = scene.true_relations
     groups = collections.defaultdict(list)
+    said = {}  # (member, group key) -> the member's own predicate
     for s, p, o in rels:
-      groups[(s, p)].append(o)
+      groups[(s, self.pkey(p, p))].append(o)
+      said[(o, (s, self.pkey(p, p)))] = p
     for s, p, o in rels:
-      groups[("<-", p, o)].append(s)
-    keys = sorted((k for k, v in groups.items() if len(v) >= 2), key=str)
+      groups[("<-", self.pkey(p, p), o)].append(s)
+      said[(s, ("<-", self.pkey(p, p), o))] = p
+    keys = sorted((key for key, v in groups.items() if len(v) >= 2), key=str)
     rng.shuffle(keys)
     for key in keys:
       members = sorted(groups[key])
       for ans in rng.sample(members, len(members)):
-        paths = self.k.hypernym_paths(ans)
-        others = set().union(*[self.k.closure(m) | {m} for m in members if m != ans])
+        paths = k.hypernym_paths(ans)
+        others = set().union(*[k.closure(m) | {m} for m in members if m != ans])
         hs = sorted(h for h in paths if h not in others)
         if not hs:
           continue
         h = rng.choice(hs)
+        p = said[(ans, key)]
         if key[0] == "<-":
-          _, p, o = key
+          o = key[2]
           q = f"Which thing that {phrase(p)} the {o} is a kind of {h}?"
-          gold = [(ans, p, o)]
+          gold, atom = [(ans, p, o)], (ANSWER, p, o)
         else:
-          s, p = key
+          s = key[0]
           q = f"Which thing the {s} {phrase(p)} is a kind of {h}?"
-          gold = [(s, p, ans)]
+          gold, atom = [(s, p, ans)], (s, p, ANSWER)
         return dict(question=q, answers=[ans], gold=gold + paths[h], intermediate=members,
-                    pools=(members, scene.objects, self.vocab), modality="image")
+                    pools=(members, scene.objects, self.vocab), modality="image",
+                    claims=[claim([atom]), claim([(ANSWER, KIND_OF, h)])])
     return None
 
 
-def build(out=DEFAULT_OUT, vocab=DEFAULT_VOCAB, num_scenes: int = NUM_SCENES,
-          seed: int = SEED) -> dict:
-  """Writes the benchmark under `out`; returns counts[split][family]."""
+def build(out=DEFAULT_OUT, vocab=DEFAULT_VOCAB, num_scenes: int | None = None,
+          seed: int | None = None, version: int = 1) -> dict:
+  """Writes SceneKB `version` under `out` (seed and scene count default to the version's);
+  returns counts[split][family]."""
+  if version not in VERSIONS:
+    raise ValueError(f"build_benchmark: version={version!r}; expected one of {sorted(VERSIONS)}")
+  settings = dataclasses.replace(VERSIONS[version],
+                                 seed=VERSIONS[version].seed if seed is None else seed,
+                                 scenes=VERSIONS[version].scenes if num_scenes is None
+                                 else num_scenes)
+  if settings.scenes < 20:
+    raise ValueError(f"build_benchmark: {settings.scenes} scenes; at least 20 are needed for "
+                     "three splits (14/3/3 of every 20 scenes)")
   out = pathlib.Path(out)
+  if version != 1 and out.resolve() == DEFAULT_OUT.resolve():
+    raise ValueError(f"build_benchmark: {out} is the embedded copy, which stays SceneKB v1 (the "
+                     "shipped heads are trained on it); write v2 to another folder")
+  seed, num_scenes = settings.seed, settings.scenes
+  namespace = NAME if version == 1 else f"{NAME}{version}:{seed}"
   out.mkdir(parents=True, exist_ok=True)
   vocab_data = json.loads(pathlib.Path(vocab).read_text(encoding="utf-8"))
   objects, predicates = vocab_data["objects"], vocab_data["predicates"]
-  knowledge = Knowledge(WordNet.load(WORDNET_DIR, "n"), objects)
-  maker = QuestionMaker(knowledge, objects)
+  wordnet = WordNet.load(WORDNET_DIR, "n")
+  knowledge = (SenseKnowledge if settings.senses else Knowledge)(wordnet, objects)
+  maker = QuestionMaker(knowledge, objects, SAME_PREDICATES if version != 1 else None)
   counts = {s: collections.Counter() for s in SPLITS}
   questions = {s: [] for s in SPLITS}
   images, texts, used_classes = [], [], set()
-  scenes = []
+  scenes, forms = [], []
   for i in range(num_scenes):
     rng = random.Random(f"{seed}:{i}")
-    scene = Scene(i, rng, objects, predicates)
+    scene = Scene(i, rng, objects, predicates, settings, namespace)
     scenes.append(scene)
     used_classes.update(o for o in scene.objects)
-  kb_doc = {c: doc_id("kb", c) for c in sorted(used_classes)}
+  kb_doc = {c: doc_id("kb", c, namespace=namespace) for c in sorted(used_classes)}
   for scene in scenes:
     rng = random.Random(f"{seed}:{scene.index}:questions")
     split = SPLITS[0] if scene.index % 20 < 14 else SPLITS[1] if scene.index % 20 < 17 \
@@ -418,15 +687,17 @@ def build(out=DEFAULT_OUT, vocab=DEFAULT_VOCAB, num_scenes: int = NUM_SCENES,
     texts.append({"title": f"SceneKB scene {scene.index:04d} description", "url": "",
                   "id": scene.description_id, "text": text,
                   "spans": [[s, p, o, a, b] for (s, p, o), (a, b)
-                            in zip(scene.true_relations, spans)]})
-    distractor_images = [doc_id("image", j) for j in
+                            in zip(scene.described(), spans)]})
+    distractor_images = [doc_id("image", j, namespace=namespace) for j in
                          rng.sample(range(num_scenes), 3) if j != scene.index][:2]
     for family in FAMILIES:
       made = getattr(maker, f"{family}_q")(rng, scene)
       if made is None:
         continue
       answer = made.get("answer", made["answers"][0])
-      options, correct = maker._options(rng, answer, made["answers"], made["pools"])
+      options, correct = maker._options(rng, answer,
+                                        made["answers"] + made.get("not_distractors", []),
+                                        made["pools"])
       entities = {x for s, _, o in made["gold"] for x in (s, o)}
       text_ids = [scene.description_id] + [kb_doc[c] for c in sorted(entities) if c in kb_doc]
       support = [{"doc_id": scene.id, "doc_part": "image"}]
@@ -434,7 +705,7 @@ def build(out=DEFAULT_OUT, vocab=DEFAULT_VOCAB, num_scenes: int = NUM_SCENES,
         support += [{"doc_id": kb_doc[c], "doc_part": "text"}
                     for c in sorted(entities & set(scene.objects)) if c in kb_doc
                     and any(g[0] == c and g[1] in KB_RELATIONS for g in made["gold"])]
-      qid = doc_id("question", scene.index, family)
+      qid = doc_id("question", scene.index, family, namespace=namespace)
       modalities = ["image"] if family == "scene" else ["text"] if family == "kb" \
           else ["image", "text"]
       questions[split].append({
@@ -449,17 +720,13 @@ def build(out=DEFAULT_OUT, vocab=DEFAULT_VOCAB, num_scenes: int = NUM_SCENES,
           "options": options, "answer_index": correct,
           "gold_triples": [list(g) for g in made["gold"]],
           "instance_id": scene.id})
+      forms.append({"kind": "question", "qid": qid, "instance_id": scene.id, "family": family,
+                    "split": split, "question": made["question"], "claims": made["claims"]})
       counts[split][family] += 1
   kb_triples = knowledge.triples(used_classes)
   for c in sorted(used_classes):
-    facts = knowledge.facts[c]
-    lines = [f"{article(c).capitalize()} ({c}) is described in WordNet 3.0 "
-             f"as: {knowledge.wn.senses(c)[0].gloss.split(';')[0]}."]
-    for r in KB_RELATIONS:
-      objs = sorted({t.object for t in facts if t.relation == r})
-      if objs:
-        lines.append(f"The {c} {r if r != 'is a' else 'is a kind of'}: {', '.join(objs)}.")
-    texts.append({"title": c, "url": "", "id": kb_doc[c], "text": " ".join(lines)})
+    texts.append({"title": c, "url": "", "id": kb_doc[c],
+                  "text": (_kb_text_v1 if version == 1 else _kb_text_v2)(knowledge, c)})
 
   def write(name, records):
     with open(out / name, "w", encoding="utf-8") as f:
@@ -471,8 +738,128 @@ def build(out=DEFAULT_OUT, vocab=DEFAULT_VOCAB, num_scenes: int = NUM_SCENES,
   write("MMQA_images.jsonl", images)
   write("MMQA_texts.jsonl", texts)
   write("kb_wordnet.jsonl", [t.to_json() for t in kb_triples])
-  (out / "README.md").write_text(_readme(counts, scenes, len(kb_triples)), encoding="utf-8")
+  if version == 1:
+    (out / "README.md").write_text(_readme(counts, scenes, len(kb_triples)), encoding="utf-8")
+    return counts
+  truth = _truth(knowledge, scenes, forms)
+  write("truth.jsonl", truth)
+  stats = statistics(scenes, truth, kb_triples, questions)
+  (out / "statistics.json").write_text(json.dumps(stats, indent=1, sort_keys=True) + "\n",
+                                       encoding="utf-8")
+  (out / "README.md").write_text(_readme_v2(settings, counts, scenes, len(kb_triples), stats),
+                                 encoding="utf-8")
   return counts
+
+
+def _kb_text_v1(knowledge: Knowledge, c: str) -> str:
+  facts = knowledge.facts[c]
+  lines = [f"{article(c).capitalize()} ({c}) is described in WordNet 3.0 "
+           f"as: {knowledge.wn.senses(c)[0].gloss.split(';')[0]}."]
+  for r in KB_RELATIONS:
+    objs = sorted({t.object for t in facts if t.relation == r})
+    if objs:
+      lines.append(f"The {c} {r if r != 'is a' else 'is a kind of'}: {', '.join(objs)}.")
+  return " ".join(lines)
+
+
+def _kb_text_v2(knowledge: SenseKnowledge, c: str) -> str:
+  """Every sense of `c` in rank order with its gloss and facts (what a dictionary page says)."""
+  senses = knowledge.wn.senses(c)
+  lines = [f"{article(c).capitalize()} ({c}) has {len(senses)} sense"
+           f"{'s' if len(senses) > 1 else ''} in WordNet 3.0."]
+  for rank, s in enumerate(senses, start=1):
+    lines.append(f"Sense {rank}: {s.gloss.split(';')[0]}.")
+    facts = knowledge.sense_facts(c, s)
+    for r in KB_RELATIONS:
+      objs = sorted({o for _, rel, o in facts if rel == r})
+      if objs:
+        lines.append(f"In this sense the {c} {r if r != 'is a' else 'is a kind of'}: "
+                     f"{', '.join(objs)}.")
+  return " ".join(lines)
+
+
+def _truth(knowledge: SenseKnowledge, scenes, forms) -> list[dict]:
+  """The generator's ground truth, one JSON record a line, told apart by "kind":
+    sense     {name, offset, rank, senses, gloss, facts: [[s, r, o]], kind_of: [h]}: what holds
+              for the word `name` read as the WordNet synset `offset` (its rank-th sense of
+              `senses`): one-hop facts, the 'is a' facts of its hypernyms, every hypernym;
+    instance  {instance_id, relations: [[s, p, o, confidence, real]], senses: {object: offset}}:
+              every scene-graph relation with whether it is real, and the sense of each object of
+              a real relation (the others are the extractor's noise);
+    question  {qid, instance_id, family, split, question, claims}: the claims its answer makes,
+              each a list of alternatives, each a conjunction of [s, r, o] atoms, '?x' the
+              answer, other '?' names existential, 'kind of' the transitive 'is a'.
+  """
+  out, seen = [], set()
+  for scene in scenes:
+    senses = knowledge.senses_in(scene)
+    for name, synset in sorted(senses.items()):
+      if (name, synset.offset) not in seen:
+        seen.add((name, synset.offset))
+        ranked = knowledge.wn.senses(name)
+        out.append({"kind": "sense", "name": name, "offset": synset.offset,
+                    "rank": [s.offset for s in ranked].index(synset.offset) + 1,
+                    "senses": len(ranked), "gloss": synset.gloss.split(";")[0],
+                    **knowledge.truth(name, synset)})
+  out.sort(key=lambda r: (r["name"], r["offset"]))
+  for scene in scenes:
+    out.append({"kind": "instance", "instance_id": scene.id,
+                "relations": [[s, p, o, c, not noise] for s, p, o, c, noise in scene.relations],
+                "senses": {o: s.offset for o, s in sorted(knowledge.senses_in(scene).items())}})
+  return out + forms
+
+
+def _share(flags) -> float:
+  flags = list(flags)
+  return round(sum(flags) / len(flags), 4) if flags else 0.0
+
+
+def statistics(scenes, truth, kb_triples, questions) -> dict:
+  """Confidence statistics of a v2 build: scene relations around TAU_EDGE, KB facts around
+  TAU_KB split by whether they hold for the sense the benchmark uses, gold triples that survive
+  both thresholds."""
+  real = [r[3] for s in scenes for r in s.relations if not r[4]]
+  noise = [r[3] for s in scenes for r in s.relations if r[4]]
+  senses = [r for r in truth if r["kind"] == "sense"]
+  holds = {tuple(f) for r in senses for f in r["facts"]}
+  confidence = {t.key(): t.confidence for t in kb_triples}
+  # Facts about the classes themselves (hop 1): true for the sense the scenes use, or not.
+  names = {r["name"] for r in senses}
+  hop1 = [(k in holds, c) for k, c in confidence.items() if k[0] in names]
+  levels = collections.Counter((h, round(c, 3)) for h, c in hop1)
+  gold_edge, gold_kb = [], []
+  by_id = {s.id: s for s in scenes}
+  for split in SPLITS:
+    for q in questions[split]:
+      gold = [tuple(g) for g in q["gold_triples"]]
+      gold_kb.append(all(confidence[g] >= TAU_KB for g in gold if g in confidence))
+      conf = {r[:3]: r[3] for r in by_id[q["instance_id"]].relations}
+      gold_edge.append(all(conf[g] >= TAU_EDGE for g in gold if g in conf))
+  return {
+      "scene_relations": {
+          "real": len(real), "noise": len(noise),
+          "real_below_tau_edge": _share(c < TAU_EDGE for c in real),
+          "noise_at_or_above_tau_edge": _share(c >= TAU_EDGE for c in noise),
+          "real_mean": round(sum(real) / len(real), 4),
+          "noise_mean": round(sum(noise) / len(noise), 4)},
+      "kb_facts": {
+          "triples": len(kb_triples),
+          "class_facts": len(hop1),
+          "class_facts_true": sum(h for h, _ in hop1),
+          "class_facts_wrong_sense": sum(not h for h, _ in hop1),
+          "wrong_sense_below_tau_kb": sum(not h and c < TAU_KB for h, c in hop1),
+          "wrong_sense_at_or_above_tau_kb": sum(not h and c >= TAU_KB for h, c in hop1),
+          "true_below_tau_kb": sum(h and c < TAU_KB for h, c in hop1),
+          "by_confidence": {f"{'true' if h else 'wrong'} {c}": n
+                            for (h, c), n in sorted(levels.items())},
+          "polysemous_classes": sorted({r["name"] for r in senses if r["senses"] > 1}),
+          "classes_read_in_a_later_sense": sorted({r["name"] for r in senses if r["rank"] > 1})},
+      "questions": {
+          "total": len(gold_edge),
+          "gold_scene_triples_all_at_or_above_tau_edge": _share(gold_edge),
+          "gold_kb_triples_all_at_or_above_tau_kb": _share(gold_kb),
+          "both": _share(a and b for a, b in zip(gold_edge, gold_kb))},
+  }
 
 
 def _answer(text, modality, image_id):
@@ -482,9 +869,7 @@ def _answer(text, modality, image_id):
           if modality == "image" else []}
 
 
-def _readme(counts, scenes, n_kb_triples) -> str:
-  noise = sum(r[4] for s in scenes for r in s.relations)
-  n_scene_triples = sum(len(s.relations) for s in scenes)
+def _count_rows(counts) -> list[str]:
   rows = ["| split | " + " | ".join(FAMILIES) + " | total |",
           "|---|" + "---|" * (len(FAMILIES) + 1)]
   for split in SPLITS:
@@ -496,7 +881,14 @@ def _readme(counts, scenes, n_kb_triples) -> str:
     tot.update(c)
   rows.append("| all | " + " | ".join(str(tot[f]) for f in FAMILIES) +
               f" | {sum(tot.values())} |")
-  doc = __doc__.split("\n\n", 1)[1]
+  return rows
+
+
+def _readme(counts, scenes, n_kb_triples) -> str:
+  noise = sum(r[4] for s in scenes for r in s.relations)
+  n_scene_triples = sum(len(s.relations) for s in scenes)
+  rows = _count_rows(counts)
+  doc = V1_DESCRIPTION
   return (f"# SceneKB: the embedded benchmark\n\nGenerated by `python -m "
           f"graphloom_jax.data.build_benchmark` (seed {SEED}); do not edit by hand: "
           f"tests/test_benchmark_data.py rebuilds it and compares the bytes.\n\n"
@@ -520,16 +912,66 @@ def _readme(counts, scenes, n_kb_triples) -> str:
           f"`../wordnet/LICENSE`.\n")
 
 
+def _readme_v2(settings: Settings, counts, scenes, n_kb_triples, stats) -> str:
+  s, k, q = stats["scene_relations"], stats["kb_facts"], stats["questions"]
+  levels = "\n".join(f"| {key.split(' ')[0]} | {key.split(' ')[1]} | {n} |"
+                     for key, n in k["by_confidence"].items())
+  doc = __doc__.split("\n\n", 1)[1]
+  return (f"# SceneKB v2\n\nGenerated by `python -m graphloom_jax.data.build_benchmark "
+          f"--version=2 --seed={settings.seed} --scenes={settings.scenes} --out=DIR`; rebuilding "
+          f"with the same flags gives the same bytes. Read it with "
+          f"`graphloom_jax.data.scenekb.load(split, root=DIR)`.\n\n{doc}\n"
+          f"How v1 makes scenes and questions (v2 as above otherwise):\n\n{V1_DESCRIPTION}\n"
+          f"## Contents\n\n"
+          f"- {len(scenes)} scenes, {s['real'] + s['noise']} scene triples ({s['noise']} of them "
+          f"noise), {n_kb_triples} WordNet triples.\n"
+          f"- The files of v1 (`MMQA_{{train,validation,test}}.jsonl`, `MMQA_images.jsonl`, "
+          f"`MMQA_texts.jsonl`, `kb_wordnet.jsonl`), plus `truth.jsonl` (ground truth for "
+          f"`graphloom_jax.evaluation.hallucination`) and `statistics.json`.\n\n"
+          f"## Extraction confidences (tau_edge = {TAU_EDGE})\n\n"
+          f"| relations | count | mean confidence | on the wrong side of tau_edge |\n"
+          f"|---|---|---|---|\n"
+          f"| real | {s['real']} | {s['real_mean']} | {s['real_below_tau_edge']:.1%} below |\n"
+          f"| noise | {s['noise']} | {s['noise_mean']} | "
+          f"{s['noise_at_or_above_tau_edge']:.1%} at or above |\n\n"
+          f"## WordNet facts about the classes (tau_KB = {TAU_KB})\n\n"
+          f"{k['class_facts']} facts with a class as subject: {k['class_facts_true']} hold for "
+          f"the sense the scenes use, {k['class_facts_wrong_sense']} come from other senses "
+          f"({k['wrong_sense_below_tau_kb']} below tau_KB, "
+          f"{k['wrong_sense_at_or_above_tau_kb']} at or above it); {k['true_below_tau_kb']} true "
+          f"facts fall below tau_KB. Polysemous classes: {', '.join(k['polysemous_classes'])}. "
+          f"Classes read in a sense other than their first: "
+          f"{', '.join(k['classes_read_in_a_later_sense'])}.\n\n"
+          f"| holds | confidence (1 / sense rank) | facts |\n|---|---|---|\n{levels}\n\n"
+          f"## Questions per family and split\n\n" + "\n".join(_count_rows(counts)) + "\n\n"
+          f"Of {q['total']} questions, {q['gold_scene_triples_all_at_or_above_tau_edge']:.1%} "
+          f"have every gold scene triple at or above tau_edge, "
+          f"{q['gold_kb_triples_all_at_or_above_tau_kb']:.1%} every gold WordNet triple at or "
+          f"above tau_KB, {q['both']:.1%} both.\n\n"
+          f"WordNet facts come from WordNet 3.0 (Princeton University); see "
+          f"graphloom_jax/data/resources/wordnet/LICENSE.\n")
+
+
 def main(argv):
   del argv
   from absl import flags
-  counts = build(flags.FLAGS.out, flags.FLAGS.vocab)
+  f = flags.FLAGS
+  if f.version != 1 and f.out is None:
+    raise SystemExit("build_benchmark: --version=2 needs --out (the embedded copy stays v1)")
+  out = DEFAULT_OUT if f.out is None else f.out
+  counts = build(out, f.vocab, f.scenes, f.seed, f.version)
   for split, c in counts.items():
     print(split, dict(c), sum(c.values()))
+  stats = pathlib.Path(out) / "statistics.json"
+  if f.version != 1:
+    print(stats.read_text(encoding="utf-8"), end="")
 
 
 if __name__ == "__main__":
   from absl import app, flags
-  flags.DEFINE_string("out", str(DEFAULT_OUT), "output folder")
+  flags.DEFINE_integer("version", 1, "SceneKB version: 1 (the embedded copy) or 2")
+  flags.DEFINE_string("out", None, "output folder (default for version 1: the embedded copy)")
+  flags.DEFINE_integer("seed", None, "random seed (default: the version's)")
+  flags.DEFINE_integer("scenes", None, "number of scenes (default: the version's)")
   flags.DEFINE_string("vocab", str(DEFAULT_VOCAB), "VG150 vocabulary (vocab.json)")
   app.run(main)

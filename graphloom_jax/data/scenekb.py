@@ -1,8 +1,10 @@
-"""Loads SceneKB, the embedded benchmark (graphloom_jax/data/resources/scenekb/, built by
-`graphloom_jax.data.build_benchmark`): MMQA-layout questions plus, per instance, the scene
-triples (from the scene graph) and the WordNet triples about the scene's objects.
+"""Loads SceneKB (built by `graphloom_jax.data.build_benchmark`): MMQA-layout questions plus,
+per instance, the scene triples (from the scene graph) and the WordNet triples about the scene's
+objects. `root=None` reads the embedded copy (v1, graphloom_jax/data/resources/scenekb/),
+`root=DIR` a benchmark written with `--out=DIR` (v2 adds truth.jsonl, read by
+`graphloom_jax.evaluation.hallucination`).
 
-  kb = scenekb.load("train")
+  kb = scenekb.load("train")                          # or load("train", root="runs/scenekb_v2")
   q = kb.questions[0]
   graph = kb.scene_graph(q.extra["instance_id"])      # VG-style scene graph
   source = kb.kb_source()                             # WordNet facts for graph.enrich
@@ -74,9 +76,14 @@ def round_robin(questions, n: int) -> list:
   return out
 
 
-def load(split: str = "train", folder=FOLDER) -> SceneKB:
+def load(split: str = "train", root=None) -> SceneKB:
+  """One split of the SceneKB in folder `root` (None: the embedded copy)."""
   if split not in SPLITS:
     raise ValueError(f"scenekb.load: unknown split {split!r}; expected one of {SPLITS}")
-  data = mmqa.MMQA.load(folder, split)
-  kb, _ = read_triples_jsonl(pathlib.Path(folder) / "kb_wordnet.jsonl")
+  root = FOLDER if root is None else pathlib.Path(root)
+  if not (root / "kb_wordnet.jsonl").exists():
+    raise FileNotFoundError(f"scenekb.load: {root} has no kb_wordnet.jsonl (a folder written by "
+                            "`python -m graphloom_jax.data.build_benchmark --out=DIR` expected)")
+  data = mmqa.MMQA.load(root, split)
+  kb, _ = read_triples_jsonl(root / "kb_wordnet.jsonl")
   return SceneKB(data.questions, data.images, data.texts, kb)
