@@ -24,6 +24,7 @@ from absl import app, flags
 from ml_collections import config_flags
 from tqdm import tqdm
 
+from graphloom_jax import atomic
 from graphloom_jax.data import scenekb
 from graphloom_jax.evaluation import answers as metrics
 from graphloom_jax.graph.scene_graph import read_scene_graphs
@@ -141,9 +142,8 @@ def main(argv):
       answers += got
     print_summary(rows, len(questions), FLAGS.split)
   if FLAGS.predictions:
-    with open(FLAGS.predictions, "w") as f:
-      for a in answers:
-        f.write(json.dumps(a.to_json()) + "\n")
+    atomic.atomic_write_text(FLAGS.predictions,
+                             "".join(json.dumps(a.to_json()) + "\n" for a in answers))
     print(f"wrote {len(answers)} answers to {FLAGS.predictions}")
 
 

@@ -238,7 +238,7 @@ class WorkdirLock:
   FILE = ".lock"
 
   def __init__(self, workdir):
-    self.workdir = pathlib.Path(workdir)
+    self.workdir = pathlib.Path(workdir).resolve()  # orbax wants absolute paths
     self.workdir.mkdir(parents=True, exist_ok=True)
     self._file = open(self.workdir / self.FILE, "a+")
     try:
@@ -281,7 +281,7 @@ class Trainer:
                model_call: ModelCall = decoder_forward, devices=None, progress: bool = True,
                on_step: Callable[[int], None] | None = None, log=print,
                workdir_lock: WorkdirLock | None = None):
-    self.workdir = pathlib.Path(workdir)
+    self.workdir = pathlib.Path(workdir).resolve()  # orbax wants absolute paths
     self._lock = workdir_lock or WorkdirLock(self.workdir)
     try:
       self._init(config, backbone, train_arrays, val_arrays, model_call, devices, progress,
