@@ -25,7 +25,9 @@ What v2 changes (scenes, question families and splits are made as in v1, see V1_
     index) is not installed here, so the order is rebuilt from what the excerpt knows: the
     excerpt's sense of a VG150 class sits at its real WordNet sense number (SENSE_NUMBERS, e.g.
     glass 2: the drinking glass; sense 1 is the material), the word's other senses in the
-    excerpt fill the other ranks in offset order (their real rank is unknown: often later);
+    excerpt fill the other ranks in offset order (their real rank is unknown: often later). An
+    excerpt whose index lists several senses a word (written from the full index) is read in
+    WordNet's own order;
   - the sense each object has in its scene (INTENDED: the excerpt's sense, an elephant's trunk is
     a proboscis, a sheep's face an animal's face) decides what holds: questions, answers and gold
     triples use facts of that sense only; the other senses' facts are in the KB as wrong-sense
@@ -256,7 +258,9 @@ class Knowledge:
 
 def sense_index(wn: WordNet) -> dict[tuple[str, str], tuple[int, ...]]:
   """Every sense the excerpt holds for each word of its index, in the order the module docstring
-  gives (the excerpt's sense at SENSE_NUMBERS[word] or 1, the others by offset)."""
+  gives (the excerpt's sense at SENSE_NUMBERS[word] or 1, the others by offset). A word whose
+  index line already lists several senses (an excerpt written from the full index) keeps
+  WordNet's own order."""
   holders = collections.defaultdict(list)
   for (pos, offset), s in sorted(wn.synsets.items()):
     for w in s.words:
@@ -264,9 +268,9 @@ def sense_index(wn: WordNet) -> dict[tuple[str, str], tuple[int, ...]]:
         holders[(pos, w.lower())].append(offset)
   index = {}
   for key, offsets in wn.index.items():
-    if len(offsets) != 1:
-      raise ValueError(f"sense_index: the excerpt lists {len(offsets)} senses for {key[1]!r}; "
-                       "expected the one sense launch/build_wordnet_resources.py writes")
+    if len(offsets) > 1:
+      index[key] = offsets
+      continue
     others = [o for o in holders.get(key, []) if o != offsets[0]]
     k = SENSE_NUMBERS.get(key[1], 1)
     index[key] = tuple(others[:k - 1] + [offsets[0]] + others[k - 1:])
@@ -309,13 +313,14 @@ class SenseKnowledge(Knowledge):
     return {"facts": sorted(facts), "kind_of": sorted(self.kinds(synset))}
 
   def kinds(self, synset: Synset) -> set[str]:
+    """The names of every hypernym of `synset`, transitively."""
     seen, todo = set(), [synset]
     while todo:
       for h in self.hypernyms(todo.pop()):
-        if h.head.lower() not in seen:
-          seen.add(h.head.lower())
+        if h.offset not in seen:
+          seen.add(h.offset)
           todo.append(h)
-    return seen
+    return {self.wn.synsets[("n", o)].head.lower() for o in seen}
 
   def objects_of(self, name: str, relation: str) -> list[str]:
     return Reading(self, {}).objects_of(name, relation)
@@ -958,13 +963,12 @@ def main(argv):
   f = flags.FLAGS
   if f.version != 1 and f.out is None:
     raise SystemExit("build_benchmark: --version=2 needs --out (the embedded copy stays v1)")
-  out = DEFAULT_OUT if f.out is None else f.out
+  out = pathlib.Path(DEFAULT_OUT if f.out is None else f.out)
   counts = build(out, f.vocab, f.scenes, f.seed, f.version)
   for split, c in counts.items():
     print(split, dict(c), sum(c.values()))
-  stats = pathlib.Path(out) / "statistics.json"
   if f.version != 1:
-    print(stats.read_text(encoding="utf-8"), end="")
+    print((out / "statistics.json").read_text(encoding="utf-8"), end="")
 
 
 if __name__ == "__main__":

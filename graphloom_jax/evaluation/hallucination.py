@@ -11,7 +11,9 @@ Ground truth of an instance (one scene):
 A ground atom [s, r, o] holds when (s, r, o) is a real relation or a fact, when r is 'is a' or
 'kind of' and o is one of the kinds of s, or, for r in EQUIVALENT_PREDICATES, when the equivalent
 relation holds ('wears' = 'wearing', 'lying on' = 'laying on'). Names are compared after
-`graph.canonical` normalisation (lowercase, article dropped, singular).
+`graph.canonical` normalisation (lowercase, article dropped, singular). The truth is WordNet's
+facts of one synset: a fact WordNet records only under another sense is unsupported even when it
+is true of the object too ('man has part hand' is recorded for the genus Homo, not for man).
 
 Claims of an answer, two ways:
   * structured: [s, r, o] triples the answer asserts about an instance (e.g. parsed from its
