@@ -278,18 +278,24 @@ def load_tokenizer(fmt: str, path: pathlib.Path, config: llama.LlamaConfig) -> T
 
 
 def load_decoder(path: str | os.PathLike, dtype: str = "float32",
-                 max_seq_len: int | None = None) -> Decoder:
+                 max_seq_len: int | None = None,
+                 mesh: jax.sharding.Mesh | None = None) -> Decoder:
   """Loads a decoder from a safetensors folder, a Flax msgpack folder, a `.gguf` file, an orbax
-  checkpoint written by `launch/convert.py`, or "embedded" (SmolLM2-135M-Instruct)."""
+  checkpoint written by `launch/convert.py`, or "embedded" (SmolLM2-135M-Instruct).
+
+  Tensors stream from the file one at a time straight into `dtype` and onto the devices
+  (`llama.load_params`); with `mesh` (a `jax.sharding.Mesh` with axes "data" and "model", axis
+  types Auto) each parameter is placed under its `llama.PARTITIONS` sharding."""
   if dtype not in DTYPES:
     raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
   if str(path) == "embedded":
     path = assets.smollm2_gguf()
   path = pathlib.Path(path)
-  fmt, config, params = weights.load(path)
-  model = llama.from_params(config, params, DTYPES[dtype], source=str(path))
-  return Decoder(model, load_tokenizer(fmt, path, config), source=str(path),
-                 max_seq_len=max_seq_len)
+  checkpoint = weights.open_checkpoint(path)
+  model = llama.load_params(checkpoint.config, checkpoint.tensors(DTYPES[dtype]), DTYPES[dtype],
+                            mesh, source=str(path))
+  return Decoder(model, load_tokenizer(checkpoint.fmt, path, checkpoint.config),
+                 source=str(path), max_seq_len=max_seq_len)
 
 
 def convert_to_orbax(source: str | os.PathLike, output: str | os.PathLike) -> pathlib.Path:

@@ -11,14 +11,17 @@ alone.
 """
 
 import dataclasses
+import functools
 import json
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import flax.struct
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from graphloom_jax.models import memory as memory_lib
 from graphloom_jax.ops import attention as attention_ops
@@ -28,6 +31,25 @@ from graphloom_jax.ops import rope
 from graphloom_jax.ops import sparse_kv
 
 LAYER_PARAMS = ("attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate", "w_up", "w_down")
+
+# How each parameter is split over a ("data", "model") mesh: Megatron's tensor parallelism on
+# "model" (column-parallel Q/K/V and gate/up, each device holding whole heads or MLP rows;
+# row-parallel output and down projections, whose partial sums XLA all-reduces; vocabulary-
+# parallel embedding and head), everything replicated over "data". Shapes in `param_shapes`.
+PARTITIONS = {
+    "embed": P("model", None),  # [V, D]
+    "attn_norm": P(),  # [L, D]
+    "wq": P(None, "model"),  # [L, N, H, D]
+    "wk": P(None, "model"),  # [L, K, H, D]
+    "wv": P(None, "model"),  # [L, K, H, D]
+    "wo": P(None, None, "model"),  # [L, D, N, H]
+    "mlp_norm": P(),  # [L, D]
+    "w_gate": P(None, "model"),  # [L, F, D]
+    "w_up": P(None, "model"),  # [L, F, D]
+    "w_down": P(None, None, "model"),  # [L, D, F]
+    "final_norm": P(),  # [D]
+    "lm_head": P("model", None),  # [V, D]
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -463,40 +485,133 @@ def abstract_model(config: LlamaConfig, dtype=jnp.float32) -> Llama:
   return nnx.eval_shape(lambda: Llama(config, dtype=dtype, rngs=nnx.Rngs(0)))
 
 
-def shape_problems(expected: Mapping[str, tuple[int, ...]], arrays: Mapping[str, Any],
-                   kind: str, tolerated=lambda name: False) -> list[str]:
-  """Every missing, mis-shaped and unexpected entry of `arrays` against `expected` shapes
-  (`tolerated(name)` exempts extra entries a checkpoint may carry)."""
+def _mesh_axis_size(mesh, axis) -> int:
+  names = axis if isinstance(axis, tuple) else (axis,)
+  return int(np.prod([mesh.shape[a] for a in names]))
+
+
+def _split_axes(config: LlamaConfig, mesh) -> dict[str, list[tuple[int, Any, bool]]]:
+  """{name: [(dim, mesh axis, divides evenly)]} for every split dimension of PARTITIONS."""
+  out = {}
+  for name, shape in config.param_shapes().items():
+    out[name] = [(dim, axis, shape[dim] % _mesh_axis_size(mesh, axis) == 0)
+                 for dim, axis in enumerate(PARTITIONS[name]) if axis is not None]
+  return out
+
+
+def param_shardings(config: LlamaConfig, mesh: jax.sharding.Mesh) -> dict[str, NamedSharding]:
+  """Each parameter's `NamedSharding` on `mesh` (axes "data" and "model") as PARTITIONS
+  declares it; a dimension the mesh axis does not divide (SmolLM2's 3 kv heads on 4 devices)
+  is replicated instead (`uneven_shardings` lists them)."""
+  out = {}
+  for name, axes in _split_axes(config, mesh).items():
+    spec = list(PARTITIONS[name])
+    for dim, _, even in axes:
+      if not even:
+        spec[dim] = None
+    out[name] = NamedSharding(mesh, P(*spec))
+  return out
+
+
+def uneven_shardings(config: LlamaConfig, mesh: jax.sharding.Mesh) -> list[str]:
+  """The declared splits that `mesh` cannot make evenly (replicated by `param_shardings`)."""
+  shapes = config.param_shapes()
+  return [f"{name} dim {dim} ({shapes[name][dim]}) over {axis!r} "
+          f"({_mesh_axis_size(mesh, axis)} devices)"
+          for name, axes in _split_axes(config, mesh).items()
+          for dim, axis, even in axes if not even]
+
+
+def _placed(sharding) -> dict[str, Any]:
+  return {} if sharding is None else {"out_shardings": sharding}
+
+
+@functools.cache
+def _zeros(shape, dtype, sharding):
+  return jax.jit(lambda: jnp.zeros(shape, dtype), **_placed(sharding))
+
+
+@functools.cache
+def _write_layer(sharding):
+  """stack [L, ...], value [1, ...], layer -> stack with value at layer, updated in place."""
+  return jax.jit(lambda stack, value, layer: jax.lax.dynamic_update_slice_in_dim(
+      stack, value, layer, axis=0), donate_argnums=0, **_placed(sharding))
+
+
+def load_params(config: LlamaConfig, tensors: Iterable[tuple[str, int | None, Any]],
+                dtype=jnp.float32, mesh: jax.sharding.Mesh | None = None,
+                source: str = "weights") -> Llama:
+  """The model from a stream of `(name, layer or None, array)` in our checkpoint layout (a
+  `weights.Checkpoint`'s tensors): each array is checked finite, converted to `dtype` and
+  placed with `jax.device_put` under its parameter's sharding (`param_shardings(config, mesh)`;
+  the default device without a mesh) as it arrives, a layer's slice written into its stacked
+  parameter in place, so the host holds one tensor at a time besides the model."""
+  shapes = config.param_shapes()
+  shardings = param_shardings(config, mesh) if mesh is not None else dict.fromkeys(shapes)
+  np_dtype = jnp.dtype(dtype)
+  params, seen = {}, set()
+  for name, layer, value in tensors:
+    value = np.asarray(value, dtype=np_dtype)
+    if not np.all(np.isfinite(value)):
+      where = "" if layer is None else f" (layer {layer})"
+      raise ValueError(f"{source}: parameter {name!r} contains NaN or Inf{where}")
+    sharding = shardings[name]
+    if layer is None:
+      params[name] = jax.device_put(value, sharding)
+    else:
+      if name not in params:
+        params[name] = _zeros(shapes[name], np_dtype, sharding)()
+      params[name] = _write_layer(sharding)(params[name], jax.device_put(value[None], sharding),
+                                            layer)
+    seen.add((name, layer))
+  expected = {(name, i) for name in shapes for i in (
+      range(config.num_layers) if name in LAYER_PARAMS else (None,))}
+  if expected - seen:
+    raise ValueError(f"{source}: no values for {sorted(expected - seen, key=str)[:5]}")
+  model = abstract_model(config, dtype)
+  for name, value in params.items():
+    getattr(model, name).value = value
+  inv_freq = rope.inverse_frequencies(config.head_dim, config.rope_theta, config.scaling)
+  model.inv_freq.value = (jnp.asarray(inv_freq) if mesh is None else
+                          jax.device_put(inv_freq, NamedSharding(mesh, P())))
+  return model
+
+
+def shape_problems(expected: Mapping[str, tuple[int, ...]],
+                   shapes: Mapping[str, tuple[int, ...]], kind: str,
+                   tolerated=lambda name: False) -> list[str]:
+  """Every missing, mis-shaped and unexpected entry of `shapes` against `expected` (both
+  {name: shape}); `tolerated(name)` exempts extra entries a checkpoint may carry."""
   problems = []
   for name, shape in expected.items():
-    if name not in arrays:
+    if name not in shapes:
       problems.append(f"missing {kind} {name!r} (expected shape {shape})")
-    elif tuple(arrays[name].shape) != tuple(shape):
-      problems.append(f"{kind} {name!r} has shape {tuple(arrays[name].shape)}, "
+    elif tuple(shapes[name]) != tuple(shape):
+      problems.append(f"{kind} {name!r} has shape {tuple(shapes[name])}, "
                       f"config expects {tuple(shape)}")
-  problems += [f"unexpected {kind} {name!r}" for name in arrays
+  problems += [f"unexpected {kind} {name!r}" for name in shapes
                if name not in expected and not tolerated(name)]
   return problems
 
 
 def from_params(config: LlamaConfig, params: Mapping[str, np.ndarray], dtype=jnp.float32,
-                source: str = "weights") -> Llama:
+                source: str = "weights", mesh: jax.sharding.Mesh | None = None) -> Llama:
   """Builds a model from a flat {name: array} dict in our layout; checks names and shapes and
   reports every problem at once."""
-  expected = config.param_shapes()
-  problems = shape_problems(expected, params, "parameter")
+  problems = shape_problems(config.param_shapes(), {k: np.shape(v) for k, v in params.items()},
+                            "parameter")
   if problems:
     raise ValueError(f"{source}: {len(problems)} problem(s) loading weights:\n  " +
                      "\n  ".join(problems))
-  model = abstract_model(config, dtype)
-  for name in expected:
-    array = np.asarray(params[name])
-    if not np.all(np.isfinite(array.astype(np.float32, copy=False))):
-      raise ValueError(f"{source}: parameter {name!r} contains NaN or Inf")
-    getattr(model, name).value = jnp.asarray(array, dtype=dtype)
-  model.inv_freq.value = jnp.asarray(rope.inverse_frequencies(
-      config.head_dim, config.rope_theta, config.scaling))
-  return model
+
+  def tensors():
+    for name, value in params.items():
+      if name in LAYER_PARAMS:
+        yield from ((name, i, value[i]) for i in range(config.num_layers))
+      else:
+        yield name, None, value
+
+  return load_params(config, tensors(), dtype, mesh, source)
 
 
 def config_from_arch(arch: Mapping[str, Any]) -> LlamaConfig:

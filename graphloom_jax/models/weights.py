@@ -1,15 +1,28 @@
-"""Weight loaders for the Llama decoder. Every loader returns `(LlamaConfig, params)` with
-params a flat {name: np.ndarray} dict in our layout (see `LlamaConfig.param_shapes`), and fails
-loudly: every missing, unexpected or mis-shaped tensor is collected and reported in one error.
+"""Weight loaders for the Llama decoder, streaming tensor by tensor.
+
+Every format opens as a `Checkpoint` (`open_checkpoint`): its config, checked together with
+every tensor's name, shape and dtype from the file's own index before any tensor data is read
+(every missing, unexpected or mis-shaped tensor is collected and reported in one error), and
+`tensors(dtype)`, which then reads the tensors one at a time, each transformed into our
+checkpoint layout (`LlamaConfig.param_shapes`, one layer's slice at a time: transposes and
+llama.cpp's rotary unpermutation applied) and converted to `dtype` as it is read.
+`llama.load_params` places each one into the model's (sharded) parameters as it arrives, so a
+load holds one tensor on the host besides the model, never the checkpoint in float32.
+`load` / `load_safetensors` / ... gather the stream into a flat {name: np.ndarray} dict (for
+conversion and tests).
 
 Sources:
   - Hugging Face safetensors folders (`config.json` + `model.safetensors` or the sharded
-    `model.safetensors.index.json`), PyTorch (out, in) layout;
+    `model.safetensors.index.json`), PyTorch (out, in) layout, any float dtype (bfloat16
+    included); tensors are read with plain file reads (no memory map), so only the tensor
+    being read is resident;
   - Flax msgpack checkpoints as written by transformers 4.x `FlaxLlamaForCausalLM`
-    (`flax_model.msgpack`, Linen (in, out) kernels);
-  - GGUF files (llama.cpp), dequantised with the `gguf` package, llama.cpp's rotary row
-    permutation of the Q/K projections undone;
-  - our own orbax checkpoints (`save_orbax` / `load_orbax`).
+    (`flax_model.msgpack`, Linen (in, out) kernels); msgpack has no index, so this one format
+    holds the file in memory while it loads;
+  - GGUF files (llama.cpp), dequantised tensor by tensor with the `gguf` package, llama.cpp's
+    rotary row permutation of the Q/K projections undone;
+  - our own orbax checkpoints (`save_orbax` / `load_orbax`), restored one parameter at a time
+    straight into the target dtype.
 
 Checkpoint folders are data: a sharded safetensors index may only name shards inside its folder,
 and must agree with what the shards hold (each tensor is read from the shard the index maps it
@@ -20,20 +33,25 @@ writing and builds the folder beside its target (`atomic.atomic_dir`), so a fail
 no partial checkpoint.
 """
 
+import dataclasses
 import errno
 import json
 import math
 import os
 import pathlib
 import re
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
+import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 
 from graphloom_jax import atomic
-from graphloom_jax.models.llama import LlamaConfig, shape_problems
+from graphloom_jax.models.llama import LAYER_PARAMS, LlamaConfig, shape_problems
 
 Array = np.ndarray
+# (our checkpoint-layout name, layer index or None for a global parameter, the tensor)
+Tensor = tuple[str, int | None, Array]
 
 # Our name -> (HF per-layer name, transform from the HF (out, in) tensor to our layout). Our
 # projections keep PyTorch's (out, in) orientation, split into heads: a decode step is a
@@ -67,6 +85,20 @@ class WeightsError(ValueError):
   """A checkpoint cannot be loaded; the message lists every problem found."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Checkpoint:
+  """An opened, checked checkpoint. `tensors(dtype)` reads it: every parameter of our
+  checkpoint layout once, layer parameters one layer at a time, each converted to `dtype`."""
+  fmt: str
+  config: LlamaConfig
+  source: str
+  tensors: Callable[[Any], Iterator[Tensor]]
+
+
+def _convert(w, dtype) -> Array:
+  return np.ascontiguousarray(w, dtype=dtype)
+
+
 def _hf_expected_shapes(c: LlamaConfig) -> dict[str, tuple[int, ...]]:
   d, n, k, h, f, v = (c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim,
                       c.intermediate_size, c.vocab_size)
@@ -84,28 +116,45 @@ def _hf_expected_shapes(c: LlamaConfig) -> dict[str, tuple[int, ...]]:
   return shapes
 
 
-def from_hf_tensors(config: LlamaConfig, tensors: Mapping[str, Array],
-                    source: str) -> dict[str, Array]:
-  """HF-named tensors (PyTorch layout) -> our stacked layout, checking everything first."""
+def hf_checkpoint(fmt: str, config: LlamaConfig, source: str,
+                  shapes: Mapping[str, tuple[int, ...]],
+                  read: Callable[[str], Array]) -> Checkpoint:
+  """A checkpoint of HF-named tensors (PyTorch layout) given their shapes and a reader of one
+  tensor by name; names and shapes are checked here, before anything is read."""
   expected = _hf_expected_shapes(config)
   # Buffers without parameters, and the (identical) head some tied checkpoints still store.
   tolerated = lambda name: bool(_IGNORED.match(name)) or (
       name == "lm_head.weight" and config.tie_word_embeddings)
-  problems = shape_problems(expected, tensors, "tensor", tolerated)
+  problems = shape_problems(expected, shapes, "tensor", tolerated)
   if problems:
     raise WeightsError(f"{source}: {len(problems)} problem(s):\n  " + "\n  ".join(problems))
+
+  def tensors(dtype) -> Iterator[Tensor]:
+    for ours, (hf, fn) in _HF_GLOBAL.items():
+      if hf in expected:
+        yield ours, None, _convert(fn(read(hf), config), dtype)
+    for i in range(config.num_layers):
+      for ours, (hf, fn) in _HF_LAYER.items():
+        yield ours, i, _convert(fn(read(f"model.layers.{i}.{hf}"), config), dtype)
+
+  return Checkpoint(fmt, config, source, tensors)
+
+
+def gather(checkpoint: Checkpoint, dtype=np.float32) -> dict[str, Array]:
+  """The whole checkpoint as a flat {name: array} dict in our (stacked) layout."""
   params = {}
-  for ours, (hf, fn) in _HF_GLOBAL.items():
-    if hf in expected:
-      params[ours] = np.ascontiguousarray(fn(np.asarray(tensors[hf]), config))
-  for ours, (hf, fn) in _HF_LAYER.items():
-    params[ours] = np.stack([fn(np.asarray(tensors[f"model.layers.{i}.{hf}"]), config)
-                             for i in range(config.num_layers)])
+  for name, layer, value in checkpoint.tensors(dtype):
+    if layer is None:
+      params[name] = value
+      continue
+    if name not in params:
+      params[name] = np.empty((checkpoint.config.num_layers,) + value.shape, value.dtype)
+    params[name][layer] = value
   return params
 
 
 def to_hf_tensors(config: LlamaConfig, params: Mapping[str, Array]) -> dict[str, Array]:
-  """Inverse of `from_hf_tensors` (used by conversion and round-trip tests)."""
+  """Our stacked layout -> HF-named tensors (PyTorch layout); round-trip tests."""
   c = config
   out = {"model.embed_tokens.weight": params["embed"], "model.norm.weight": params["final_norm"]}
   if not c.tie_word_embeddings:
@@ -186,9 +235,10 @@ def read_hf_config(folder: str | os.PathLike) -> LlamaConfig:
   return check_config(LlamaConfig.from_hf(hf, source=str(path)), str(path))
 
 
-def _float_tensor_problems(tensors: Mapping[str, Array]) -> list[str]:
-  return [f"tensor {k!r} has dtype {v.dtype}, expected floating point" for k, v in
-          sorted(tensors.items()) if not np.issubdtype(v.dtype, np.floating)]
+def _float_tensor_problems(dtypes: Mapping[str, Any]) -> list[str]:
+  """dtypes: {tensor name: numpy dtype}."""
+  return [f"tensor {k!r} has dtype {np.dtype(v)}, expected floating point" for k, v in
+          sorted(dtypes.items()) if not jnp.issubdtype(v, jnp.floating)]
 
 
 def _shard_paths(folder: pathlib.Path) -> dict[str, list[str]]:
@@ -213,38 +263,98 @@ def _shard_paths(folder: pathlib.Path) -> dict[str, list[str]]:
   return shards
 
 
-def load_safetensors(folder: str | os.PathLike) -> tuple[LlamaConfig, dict[str, Array]]:
-  """A Hugging Face folder with a single or sharded safetensors checkpoint."""
-  from safetensors import SafetensorError, safe_open
+_SAFETENSORS_DTYPES = {
+    "BOOL": np.bool_, "U8": np.uint8, "I8": np.int8, "U16": np.uint16, "I16": np.int16,
+    "U32": np.uint32, "I32": np.int32, "U64": np.uint64, "I64": np.int64,
+    "F8_E4M3": ml_dtypes.float8_e4m3fn, "F8_E5M2": ml_dtypes.float8_e5m2,
+    "F16": np.float16, "BF16": ml_dtypes.bfloat16, "F32": np.float32, "F64": np.float64}
+_MAX_SAFETENSORS_HEADER = 100 << 20
 
+
+class SafetensorsFile:
+  """The index of one safetensors file (8-byte header length, JSON header, raw little-endian
+  data), checked against the file's size; `read` reads one tensor with a plain file read, so
+  nothing but that tensor becomes resident (a memory map would keep every page it touched
+  mapped until closed)."""
+
+  def __init__(self, path: pathlib.Path):
+    self.path = path
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+      head = f.read(8)
+      if len(head) < 8:
+        self._corrupt(f"{size} bytes, shorter than the 8-byte header length")
+      n = int.from_bytes(head, "little")
+      if n > min(size - 8, _MAX_SAFETENSORS_HEADER):
+        self._corrupt(f"header length {n} exceeds the file's {size} bytes")
+      try:
+        header = json.loads(f.read(n))
+      except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        self._corrupt(f"header is not valid JSON ({e})")
+    if not isinstance(header, dict):
+      self._corrupt(f"header is a JSON {type(header).__name__}, expected an object")
+    header.pop("__metadata__", None)
+    self._start, data_size = 8 + n, size - 8 - n
+    self.entries = {}  # name -> (numpy dtype, shape, byte offset in the data)
+    for name, e in header.items():
+      try:
+        dtype = np.dtype(_SAFETENSORS_DTYPES[e["dtype"]])
+        shape = tuple(int(x) for x in e["shape"])
+        begin, end = (int(x) for x in e["data_offsets"])
+      except (KeyError, TypeError, ValueError) as err:
+        self._corrupt(f"tensor {name!r} has a malformed entry {e!r} ({type(err).__name__})")
+      if min(shape, default=0) < 0 or not 0 <= begin <= end <= data_size or (
+          end - begin != math.prod(shape) * dtype.itemsize):
+        self._corrupt(f"tensor {name!r} ({e['dtype']} {list(shape)}) claims bytes "
+                      f"[{begin}, {end}) of a data section of {data_size} bytes")
+      self.entries[name] = (dtype, shape, begin)
+
+  def _corrupt(self, detail: str):
+    raise WeightsError(f"{self.path}: cannot read safetensors file (truncated or corrupt?): "
+                       f"{detail}")
+
+  def read(self, name: str) -> Array:
+    dtype, shape, begin = self.entries[name]
+    count = math.prod(shape)
+    with open(self.path, "rb") as f:
+      f.seek(self._start + begin)
+      out = np.fromfile(f, dtype=dtype.newbyteorder("<"), count=count)
+    if out.size != count:
+      self._corrupt(f"tensor {name!r} is cut short")
+    return out.astype(dtype, copy=False).reshape(shape)
+
+
+def open_safetensors(folder: str | os.PathLike) -> Checkpoint:
+  """A Hugging Face folder with a single or sharded safetensors checkpoint."""
   folder = pathlib.Path(folder)
   config = read_hf_config(folder)
   shards = _shard_paths(folder)
-  problems, tensors = [], {}
+  problems, where = [], {}
   mapped_to = {t: shard for shard, names in shards.items() for t in (names or ())}
   for shard, names in sorted(shards.items()):
     path = _require(folder / shard, "safetensors shard")
     try:
-      with safe_open(str(path), framework="numpy") as f:
-        held = set(f.keys())
-        if names is not None:
-          problems += [f"tensor {t!r} is in {shard} but the index maps it to "
-                       f"{mapped_to.get(t, 'no shard')}" for t in sorted(held - set(names))]
-          problems += [f"tensor {t!r} is mapped to {shard}, which lacks it"
-                       for t in sorted(set(names) - held)]
-        for t in sorted(held if names is None else held & set(names)):
-          tensors[t] = f.get_tensor(t)
-    except (SafetensorError, OSError, ValueError) as e:
+      f = SafetensorsFile(path)
+    except OSError as e:
       raise WeightsError(f"{path}: cannot read safetensors file (truncated or corrupt?): "
                          f"{e}") from None
-  problems += _float_tensor_problems(tensors)
+    held = set(f.entries)
+    if names is not None:
+      problems += [f"tensor {t!r} is in {shard} but the index maps it to "
+                   f"{mapped_to.get(t, 'no shard')}" for t in sorted(held - set(names))]
+      problems += [f"tensor {t!r} is mapped to {shard}, which lacks it"
+                   for t in sorted(set(names) - held)]
+    for t in sorted(held if names is None else held & set(names)):
+      where[t] = f
+  problems += _float_tensor_problems({t: f.entries[t][0] for t, f in where.items()})
   if problems:
     raise WeightsError(f"{folder}: {len(problems)} problem(s):\n  " + "\n  ".join(problems))
-  tensors = {k: v.astype(np.float32) if v.dtype != np.float32 else v for k, v in tensors.items()}
-  return config, from_hf_tensors(config, tensors, str(folder))
+  return hf_checkpoint("safetensors", config, str(folder),
+                       {t: f.entries[t][1] for t, f in where.items()},
+                       lambda t: where[t].read(t))
 
 
-def load_flax_msgpack(folder: str | os.PathLike) -> tuple[LlamaConfig, dict[str, Array]]:
+def open_flax_msgpack(folder: str | os.PathLike) -> Checkpoint:
   """A transformers 4.x `FlaxLlamaForCausalLM` folder (`config.json` + `flax_model.msgpack`)."""
   from flax import serialization, traverse_util
 
@@ -259,19 +369,19 @@ def load_flax_msgpack(folder: str | os.PathLike) -> tuple[LlamaConfig, dict[str,
   if any(k.startswith("params.") for k in flat):
     flat = {k[len("params."):]: v for k, v in flat.items() if k.startswith("params.")}
   flat = {k: np.asarray(v) for k, v in flat.items()}
-  problems = _float_tensor_problems(flat)
+  problems = _float_tensor_problems({k: v.dtype for k, v in flat.items()})
   if problems:
     raise WeightsError(f"{path}: {len(problems)} problem(s):\n  " + "\n  ".join(problems))
   tensors = {}
   for key, value in flat.items():
-    value = value.astype(np.float32)
     if key.endswith(".kernel"):  # Linen Dense kernels are (in, out)
       tensors[key[:-len("kernel")] + "weight"] = value.T
     elif key.endswith(".embedding"):
       tensors[key[:-len("embedding")] + "weight"] = value
     else:
       tensors[key] = value
-  return config, from_hf_tensors(config, tensors, str(path))
+  return hf_checkpoint("flax_msgpack", config, str(path),
+                       {k: v.shape for k, v in tensors.items()}, tensors.__getitem__)
 
 
 def _gguf_field(reader, key, default=None):
@@ -343,31 +453,35 @@ def open_gguf(path: str | os.PathLike):
                        f"{type(e).__name__}: {e}") from None
 
 
-def load_gguf(path: str | os.PathLike) -> tuple[LlamaConfig, dict[str, Array]]:
+def open_gguf_checkpoint(path: str | os.PathLike) -> Checkpoint:
   """A llama.cpp GGUF file (any quantisation the `gguf` package dequantises)."""
   import gguf
 
   reader = open_gguf(path)
   config = gguf_config(reader, str(path))
-  tensors = {}
   layer_re = re.compile(r"blk\.(\d+)\.(\w+)\.weight$")
+  found = {}  # HF name -> (GGUF tensor, heads to unpermute or 0)
   for t in reader.tensors:
-    try:
-      w = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
-    except Exception as e:
-      raise WeightsError(f"{path}: cannot dequantise tensor {t.name!r} "
-                         f"({t.tensor_type.name}): {e}") from None
     m = layer_re.match(t.name)
     if m and m.group(2) in _GGUF_LAYER_TO_HF:
       kind = m.group(2)
-      if kind == "attn_q":
-        w = _unpermute_rotary(w, config.num_heads)
-      elif kind == "attn_k":
-        w = _unpermute_rotary(w, config.num_kv_heads)
-      tensors[f"model.layers.{m.group(1)}.{_GGUF_LAYER_TO_HF[kind]}.weight"] = w
+      heads = {"attn_q": config.num_heads, "attn_k": config.num_kv_heads}.get(kind, 0)
+      found[f"model.layers.{m.group(1)}.{_GGUF_LAYER_TO_HF[kind]}.weight"] = (t, heads)
     else:
-      tensors[_GGUF_TO_HF.get(t.name, t.name)] = w
-  return config, from_hf_tensors(config, tensors, str(path))
+      found[_GGUF_TO_HF.get(t.name, t.name)] = (t, 0)
+
+  def read(name: str) -> Array:
+    t, heads = found[name]
+    try:
+      w = gguf.quants.dequantize(t.data, t.tensor_type)
+    except Exception as e:
+      raise WeightsError(f"{path}: cannot dequantise tensor {t.name!r} "
+                         f"({t.tensor_type.name}): {e}") from None
+    return _unpermute_rotary(w, heads) if heads else w
+
+  # GGUF lists dimensions innermost first.
+  shapes = {k: tuple(int(x) for x in reversed(t.shape)) for k, (t, _) in found.items()}
+  return hf_checkpoint("gguf", config, str(path), shapes, read)
 
 
 ORBAX_CONFIG = "llama_config.json"
@@ -397,7 +511,8 @@ def is_orbax(path: str | os.PathLike) -> bool:
   return (path / ORBAX_CONFIG).exists() and (path / ORBAX_PARAMS).exists()
 
 
-def load_orbax(folder: str | os.PathLike) -> tuple[LlamaConfig, dict[str, Array]]:
+def open_orbax(folder: str | os.PathLike) -> Checkpoint:
+  """Our own orbax checkpoint; parameters are restored one at a time in the target dtype."""
   import orbax.checkpoint as ocp
 
   folder = pathlib.Path(folder).absolute()
@@ -407,20 +522,40 @@ def load_orbax(folder: str | os.PathLike) -> tuple[LlamaConfig, dict[str, Array]
   except TypeError as e:
     raise WeightsError(f"{config_path}: not a graphloom_jax Llama config ({e})") from None
   check_config(config, str(config_path))
+  path = folder / ORBAX_PARAMS
   try:
-    with ocp.StandardCheckpointer() as ckpt:
-      params = ckpt.restore(folder / ORBAX_PARAMS)
+    metadata = ocp.PyTreeCheckpointer().metadata(path)
+    metadata = getattr(metadata, "item_metadata", metadata)
+    stored = {k: (tuple(v.shape), np.dtype(v.dtype)) for k, v in metadata.items()}
   except Exception as e:  # orbax surfaces tensorstore/OS errors of many kinds
-    raise WeightsError(f"{folder / ORBAX_PARAMS}: cannot restore orbax checkpoint: {e}") from None
-  params = {k: np.asarray(v) for k, v in params.items()}
-  problems = shape_problems(config.param_shapes(), params, "parameter") + [
-      p.replace("tensor", "parameter", 1) for p in _float_tensor_problems(params)]
+    raise WeightsError(f"{path}: cannot restore orbax checkpoint: {e}") from None
+  problems = shape_problems(config.param_shapes(), {k: s for k, (s, _) in stored.items()},
+                            "parameter") + [
+      p.replace("tensor", "parameter", 1)
+      for p in _float_tensor_problems({k: d for k, (_, d) in stored.items()})]
   if problems:
     raise WeightsError(
         f"{folder}: {len(problems)} problem(s) against its own config (projection weights are "
         "stored (out, in); a checkpoint converted by an older graphloom_jax must be converted "
         "again with launch/convert.py):\n  " + "\n  ".join(problems))
-  return config, params
+
+  def tensors(dtype) -> Iterator[Tensor]:
+    checkpointer = ocp.PyTreeCheckpointer()
+    for name in config.param_shapes():
+      try:
+        value = checkpointer.restore(path, args=ocp.args.PyTreeRestore(
+            item={name: 0}, partial_restore=True,
+            restore_args={name: ocp.RestoreArgs(restore_type=np.ndarray,
+                                                dtype=np.dtype(dtype))}))[name]
+      except Exception as e:
+        raise WeightsError(f"{path}: cannot restore parameter {name!r}: {e}") from None
+      if name in LAYER_PARAMS:
+        for i in range(config.num_layers):
+          yield name, i, value[i]
+      else:
+        yield name, None, value
+
+  return Checkpoint("orbax", config, str(folder), tensors)
 
 
 def detect_format(path: str | os.PathLike) -> str:
@@ -456,12 +591,27 @@ def detect_format(path: str | os.PathLike) -> str:
                      f"checkpoint ({ORBAX_CONFIG} + {ORBAX_PARAMS}/) in this folder")
 
 
-LOADERS: dict[str, Callable] = {"gguf": load_gguf, "orbax": load_orbax,
-                                "safetensors": load_safetensors,
-                                "flax_msgpack": load_flax_msgpack}
+OPENERS: dict[str, Callable[[Any], Checkpoint]] = {
+    "gguf": open_gguf_checkpoint, "orbax": open_orbax, "safetensors": open_safetensors,
+    "flax_msgpack": open_flax_msgpack}
+
+
+def open_checkpoint(path: str | os.PathLike) -> Checkpoint:
+  """Any supported checkpoint, opened and checked (nothing but headers read yet)."""
+  return OPENERS[detect_format(path)](path)
 
 
 def load(path: str | os.PathLike) -> tuple[str, LlamaConfig, dict[str, Array]]:
-  fmt = detect_format(path)
-  config, params = LOADERS[fmt](path)
-  return fmt, config, params
+  """The whole checkpoint in float32 as a flat dict (conversion; loading a model streams)."""
+  checkpoint = open_checkpoint(path)
+  return checkpoint.fmt, checkpoint.config, gather(checkpoint)
+
+
+def load_safetensors(folder: str | os.PathLike) -> tuple[LlamaConfig, dict[str, Array]]:
+  checkpoint = open_safetensors(folder)
+  return checkpoint.config, gather(checkpoint)
+
+
+def load_orbax(folder: str | os.PathLike) -> tuple[LlamaConfig, dict[str, Array]]:
+  checkpoint = open_orbax(folder)
+  return checkpoint.config, gather(checkpoint)
