@@ -70,11 +70,11 @@ def main(argv):
     dataset = sharded.open_dataset(FLAGS.dataset, FLAGS.split, data_dir=FLAGS.data_dir or
                                    out / "tfds", manual_dir=FLAGS.manual_dir)
     sharded.check_mode(dataset, FLAGS.mode)
-  except ValueError as e:
+    plan = sharded.make_plan(dataset, num_examples=FLAGS.num_examples,
+                             batch_size=FLAGS.batch_size, mode=FLAGS.mode, heads=FLAGS.heads,
+                             config=config)
+  except (ValueError, FileNotFoundError) as e:
     raise app.UsageError(str(e)) from None
-  plan = sharded.make_plan(dataset, num_examples=FLAGS.num_examples,
-                           batch_size=FLAGS.batch_size, mode=FLAGS.mode, heads=FLAGS.heads,
-                           config=config)
   evaluation = sharded.Evaluation(out, plan)
   evaluation.publish_plan(writer=procs.index == 0)
   system = None

@@ -7,7 +7,10 @@ process k % P. Each shard starts from a fresh pipeline state (embedding memo, co
 selector, instance graphs built inside the shard), so its predictions depend on its examples
 alone: not on which process ran it, how many devices that process had, what it ran before, or
 whether the run was restarted. That is what makes 1 device, 8 devices and 2 processes write the
-same files, and a restarted run the same files as an uninterrupted one.
+same files, and a restarted run the same files as an uninterrupted one. (One input remains
+outside the examples: the correction selector discounts each action by its wall time measured
+so far in the shard, so a shard with several flagged subgraphs could pick another action when
+timings reorder two actions' net utilities.)
 
 Files under output_dir (a folder every process can read and write):
   plan.json                     the settings and qids of the run; a restart with other settings
@@ -261,9 +264,12 @@ def heads_identity(heads: str | None, mode: str) -> str | None:
   if heads in (None, RANDOM_HEADS):
     return heads
   from graphloom_jax.pipeline.graphloom import HEADS_FILE, HEADS_META
-  folder = pathlib.Path(heads)
-  return "sha256:" + hashlib.sha256("".join(
-      _digest(folder / f) for f in (HEADS_FILE, HEADS_META)).encode()).hexdigest()
+  paths = [pathlib.Path(heads) / name for name in (HEADS_FILE, HEADS_META)]
+  for path in paths:
+    if not path.is_file():
+      raise FileNotFoundError(f"heads checkpoint {heads}: {path.name} is missing (train heads "
+                              f"with launch.train, or pass {RANDOM_HEADS!r} for a smoke test)")
+  return "sha256:" + hashlib.sha256("".join(map(_digest, paths)).encode()).hexdigest()
 
 
 @dataclasses.dataclass
