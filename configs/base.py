@@ -139,9 +139,31 @@ def get_base_config() -> ml_collections.ConfigDict:
   c.eval.prior_seconds = ml_collections.ConfigDict(dict(
       expansion_boost=0.001, query_reformulation=0.05, verbalization_repair=1.0))
   c.eval.tau_ent = 0.7
-  # The entailment judge of verification: "decoder" (the frozen decoder asked yes/no) or
-  # "nli:<folder>" (a local sequence-classification NLI model, transformers format).
-  c.eval.verifier = "decoder"
+  # The entailment judge of verification (pipeline/verify.py `from_config`):
+  #   "graph"               GraphVerifier, no model: the answer must be an entity of a premise
+  #                         triple from which a path of triples reaches the question's named
+  #                         entity; P = the share of question words such paths cover
+  #   "decoder"             the frozen decoder asked yes/no (DecoderJudge: P(yes) over yes/no)
+  #   "decoder_calibrated"  the same judge Platt-scaled with verifier_platt / _contrastive
+  #   "nli:<folder>"        a local sequence-classification NLI model (transformers format)
+  # Default by ROC AUC on SceneKB validation (benchmarks/verifier.md, 146 held-out questions):
+  # graph 0.989 (accuracy 0.990 at tau_ent); the embedded SmolLM2-135M judge is at chance, raw
+  # 0.536 (P(yes) ~0.05 for supported and unsupported claims alike, so nothing passes tau_ent),
+  # calibrated contrastive 0.521.
+  c.eval.verifier = "graph"
+  # "decoder_calibrated": P = sigmoid(a * x + b), (a, b) = verifier_platt, x = logit P(yes |
+  # evidence, claim), minus logit P(yes | no evidence, claim) when verifier_contrastive. Fitted
+  # (verify.fit_platt) on the FIT half of 150 SceneKB validation questions for the embedded
+  # SmolLM2-135M-Instruct, the feature with the better FIT AUC (contrastive 0.533 vs 0.511);
+  # reproduce with `python benchmarks/bench_verifier.py` (its last lines). Near a = 0 the
+  # output is ~0.5 for every claim: the judge carries no signal to calibrate.
+  c.eval.verifier_platt = (0.2435, 0.0698)
+  c.eval.verifier_contrastive = True
+  # "graph": credit factor for each triple a path passes through that the question does not ask
+  # for (no new question word, not an is-a step); every value in 0..1 ties on validation
+  # (FIT AUC 0.993), 0.5 = half credit per detour.
+  c.eval.verifier_graph_decay = 0.5
+  c.eval.verifier_graph_hops = 3  # at most this many triples per path (answer -> named entity)
   c.eval.verify_evidence = 10  # triples the verifier reads and a revision may use
   c.eval.max_new_tokens = 32
   return c

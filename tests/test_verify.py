@@ -301,3 +301,193 @@ def test_revision_prompt():
                   "These claims are not supported by the evidence; do not repeat them:\n"
                   "- The horse is white.\nQuestion: What color is the horse?")
   assert "Evidence:\n- (none)\n" in V.revision_prompt("q?", [], [])
+
+
+# ------------------------------------------------------------------------------ calibrated judge
+
+
+def _logit(p):
+  p = np.asarray(p, np.float64)
+  return np.log(p) - np.log1p(-p)
+
+
+def test_calibrated_judge_is_platt_of_the_raw_judge():
+  dec = _tiny_decoder(300, seed=3)
+  judge = V.DecoderJudge(dec, tokenizer=data.ByteTokenizer(300), batch_size=3)
+  raw = judge.entailment(PREMISE, CLAIMS)
+  np.testing.assert_allclose(judge.log_odds(PREMISE, CLAIMS), _logit(raw), rtol=1e-6, atol=1e-9)
+  a, b = 1.7, -0.4
+  got = V.CalibratedJudge(judge, a, b, contrastive=False).entailment(PREMISE, CLAIMS)
+  np.testing.assert_allclose(got, 1 / (1 + np.exp(-(a * _logit(raw) + b))), atol=1e-9)
+  # contrastive: the evidence's shift of the log-odds, against the premise "(none)"
+  alone = judge.entailment(V.NO_EVIDENCE, CLAIMS)
+  got = V.CalibratedJudge(judge, a, b, contrastive=True).entailment(PREMISE, CLAIMS)
+  np.testing.assert_allclose(got, 1 / (1 + np.exp(-(a * (_logit(raw) - _logit(alone)) + b))),
+                             atol=1e-9)
+  # pairs across premises score like one premise at a time
+  pairs = judge.log_odds_pairs([PREMISE, V.NO_EVIDENCE, PREMISE], CLAIMS[:3])
+  np.testing.assert_allclose(pairs, [_logit(raw[0]), _logit(alone[1]), _logit(raw[2])],
+                             atol=1e-5)
+  with pytest.raises(ValueError, match="finite"):
+    V.CalibratedJudge(judge, float("nan"), 0.0, contrastive=False)
+
+
+def test_fit_platt_recovers_the_generating_parameters():
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=20000)
+  y = rng.random(20000) < 1 / (1 + np.exp(-(2.0 * x - 1.0)))
+  a, b = V.fit_platt(x, y, l2=0.0)
+  assert a == pytest.approx(2.0, abs=0.1) and b == pytest.approx(-1.0, abs=0.1)
+  # the optimum of the regularised log loss: zero gradient
+  a, b = V.fit_platt(x[:50], y[:50], l2=1e-2)
+  p = 1 / (1 + np.exp(-(a * x[:50] + b)))
+  assert abs(np.mean((p - y[:50]) * x[:50]) + 1e-2 * a) < 1e-9
+  assert abs(np.mean(p - y[:50])) < 1e-9
+  # separable data stays finite
+  a, b = V.fit_platt([-1.0, -0.5, 0.5, 1.0], [0, 0, 1, 1])
+  assert np.isfinite(a) and a > 0
+  with pytest.raises(ValueError, match="0 or 1"):
+    V.fit_platt([0.0, 1.0], [0, 2])
+  with pytest.raises(ValueError, match="equal 1-d"):
+    V.fit_platt([0.0, 1.0], [0])
+
+
+# ------------------------------------------------------------------------------ graph verifier
+
+
+def _qa(question, answer):
+  (claim,) = V.claims_for(question, answer)
+  return claim
+
+
+def _graph(lines, claims, decay=0.5, max_hops=3):
+  return V.GraphVerifier(decay=decay, max_hops=max_hops).entailment("\n".join(lines), claims)
+
+
+def test_graph_tokens_and_readings():
+  assert V.graph_tokens("What does the kid wear? Wearing, sits, sitting, glasses, pants") == [
+      "what", "does", "the", "kid", "wear", "wear", "sit", "sit", "glass", "pant"]
+  assert V.graph_content(V.graph_tokens("What is the thing the bird has a part of?")) == {
+      "bird", "have", "part"}
+  q = "Which is a kind of container: the thing the girl is wearing or the thing the girl is carrying?"
+  assert V.question_readings(V.graph_tokens(q)) == [{"container", "girl", "wear"},
+                                                    {"container", "girl", "carry"}]
+  assert V.question_readings(V.graph_tokens("Is the cup red or blue?")) == [
+      {"cup", "red"}, {"cup", "blue"}]
+
+
+def test_graph_verifier_hand_computed():
+  q = "What is wearing the pant?"  # W(Q) = {wear, pant}
+  lines = ["skier wearing pant", "skier wears sneaker"]
+  got = _graph(lines, [_qa(q, "skier"), _qa(q, "sneaker"), _qa(q, "skis"), _qa(q, "pant")])
+  # skier: anchor "skier wearing pant" (F1 1) covers wear and pant and ends at "pant" -> 1.
+  # sneaker: "skier wears sneaker" covers wear, ends at skier (unnamed); the next line repeats
+  # "wear", so the hop costs decay: wear and pant at 0.5 -> 0.5. skis: no anchor -> 0.
+  # pant: an echo of the question -> 0.
+  np.testing.assert_allclose(got, [1.0, 0.5, 0.0, 0.0])
+
+  q = "What is the horse in front of?"  # {horse, in, front}
+  got = _graph(["horse in front of fence"], [_qa(q, "a wooden fence"), _qa(q, "fence")])
+  np.testing.assert_allclose(got, [2 / 3, 1.0])  # token F1({wooden, fence}, {fence}) = 2/3
+
+  q = "What is the bird near?"  # {bird, near}
+  lines = ["tree behind house", "bird near house"]
+  # tree: "tree behind house" covers no question word, so the hop to "bird near house" costs
+  # decay -> every word at decay; with max_hops=1 the path cannot reach "bird" at all
+  np.testing.assert_allclose(_graph(lines, [_qa(q, "tree"), _qa(q, "house")], decay=0.3),
+                             [0.3, 1.0])
+  np.testing.assert_allclose(_graph(lines, [_qa(q, "tree")], max_hops=1), [0.0])
+
+  # a justified hop (the first line covers "part") is free
+  q = "What is the thing the bird has a part of?"
+  np.testing.assert_allclose(_graph(["head part of animal", "bird has head"], [_qa(q, "animal")]),
+                             [1.0])
+
+  # is-a edges are free; the path must END at the named entity (laptop), never pass it
+  q = "What kind of thing is the thing the laptop is on?"  # {laptop, on}
+  lines = ["counter is a table", "laptop on counter", "laptop is a portable computer"]
+  np.testing.assert_allclose(_graph(lines, [_qa(q, "table"), _qa(q, "portable computer")]),
+                             [1.0, 0.5])
+
+  # "or": one alternative is enough. glass covers {container, girl, carry} fully; jacket
+  # covers girl and wear of {container, girl, wear} (no path to container ends at a name)
+  q = ("Which is a kind of container: the thing the girl is wearing or the thing the girl is "
+       "carrying?")
+  lines = ["girl carrying glass", "glass is a container", "girl wearing jacket"]
+  np.testing.assert_allclose(_graph(lines, [_qa(q, "glass"), _qa(q, "jacket"), _qa(q, "girl")]),
+                             [1.0, 2 / 3, 0.0])
+
+
+def test_graph_verifier_sentences_and_edge_cases():
+  lines = ["skier wearing pant", "girl wearing jacket"]
+  got = _graph(lines, ["The skier is wearing pants.", "The skier is wearing a jacket.",
+                       _qa("What?", "skier"), _qa("Is it?", "yes"), "", "Question: x Answer:"])
+  # the claim's entity "skier" reaches "pant" through "wearing"; "jacket" is the girl's.
+  # No question words: the best anchor F1. yes/no, empty: 0.
+  np.testing.assert_allclose(got, [1.0, 0.0, 1.0, 0.0, 0.0, 0.0])
+  assert _graph([], [_qa("What is wearing the pant?", "skier")]).tolist() == [0.0]
+  assert _graph(["", "one", "skier wearing pant"],
+                [_qa("What is wearing the pant?", "skier")]).tolist() == [1.0]
+  with pytest.raises(ValueError, match="decay"):
+    V.GraphVerifier(decay=1.5, max_hops=3)
+  with pytest.raises(ValueError, match="max_hops"):
+    V.GraphVerifier(decay=0.5, max_hops=0)
+  # through verify: claims_for frames the short answer, supported iff >= tau_ent
+  claims = V.verify("What is wearing the pant?", "skier", lines,
+                    V.GraphVerifier(decay=0.5, max_hops=3), tau_ent=0.7)
+  assert [(c.probability, c.supported) for c in claims] == [(1.0, True)]
+
+
+# ------------------------------------------------------------------------------ config
+
+
+def test_verifier_from_config(tmp_path):
+  from configs import base, tiny
+  from graphloom_jax.pipeline import GraphLoom
+  cfg = base.get_base_config().eval
+  dec = _tiny_decoder(300, seed=1)
+  tok = data.ByteTokenizer(300)
+  cfg.verifier = "decoder"
+  assert type(V.from_config(cfg, dec, tok)) is V.DecoderJudge
+  cfg.verifier = "decoder_calibrated"
+  cfg.verifier_platt, cfg.verifier_contrastive = (2.0, -1.0), True
+  judge = V.from_config(cfg, dec, tok)
+  assert isinstance(judge, V.CalibratedJudge)
+  assert (judge.a, judge.b, judge.contrastive) == (2.0, -1.0, True)
+  cfg.verifier = "graph"
+  cfg.verifier_graph_decay, cfg.verifier_graph_hops = 0.3, 2
+  graph = V.from_config(cfg, dec, tok)
+  assert isinstance(graph, V.GraphVerifier) and (graph.decay, graph.max_hops) == (0.3, 2)
+  hf = _minilm_hf()
+  _tiny_nli(hf).save_pretrained(tmp_path)
+  hf.save_pretrained(tmp_path)
+  cfg.verifier = f"nli:{tmp_path}"
+  assert isinstance(V.from_config(cfg, dec, tok), V.NLIVerifier)
+  for bad in ("bogus", "nli:", "Graph", None):
+    cfg.verifier = bad
+    with pytest.raises(ValueError, match=r"verifier=.*expected one of 'decoder', "
+                                         r"'decoder_calibrated', 'graph', 'nli:<folder>'"):
+      V.from_config(cfg, dec, tok)
+  cfg.verifier = "graph"
+  cfg.verifier_platt = (1.0,)
+  with pytest.raises(ValueError, match="verifier_platt"):
+    V.from_config(cfg, dec, tok)  # checked even while unused
+  cfg.verifier_platt = (1.0, 0.0)
+  cfg.verifier_graph_decay = -1.0
+  with pytest.raises(ValueError, match="decay"):
+    V.from_config(cfg, dec, tok)
+
+  # GraphLoom builds its verifier from config.eval.verifier
+  class Embed:
+    def embed(self, texts):
+      return np.ones((len(texts), 8), np.float32) / np.sqrt(8)
+
+  full = tiny.get_config()
+  tiny_dec = decoder_lib.from_config(full.model)
+  for name, kind in (("graph", V.GraphVerifier), ("decoder", V.DecoderJudge),
+                     ("decoder_calibrated", V.CalibratedJudge)):
+    full.eval.verifier = name
+    assert type(GraphLoom(full, tiny_dec, Embed()).verifier) is kind
+  full.eval.verifier = "nli-deberta"
+  with pytest.raises(ValueError, match="'nli-deberta'; expected one of"):
+    GraphLoom(full, tiny_dec, Embed())
