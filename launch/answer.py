@@ -69,7 +69,8 @@ def summary(name, answers, questions):
   scores = metrics.mean_answer_metrics([a.text for a in answers], golds)
   mc = np.mean([a.choice == q.extra["answer_index"] for a, q in zip(answers, questions)])
   supported = np.mean([a.supported for a in answers])
-  actions = collections.Counter(a.correction.action for a in answers if a.correction)
+  actions = collections.Counter(a.correction.action for a in answers
+                                if a.correction and a.correction.action)
   stages = {s: float(np.median([a.timings.get(s, 0.0) for a in answers])) for s in STAGES}
   online = float(np.median([sum(v for k, v in a.timings.items() if k != "instance_graph")
                             for a in answers]))
@@ -83,7 +84,7 @@ def print_summary(rows, n, split):
   print(f"{'mode':13s} {'EM':>6s} {'F1':>6s} {'MC acc':>7s} {'supported':>9s} {'revised':>7s} "
         f"{'online s':>8s}  corrective actions")
   for r in rows:
-    acts = ", ".join(f"{k}: {v}" for k, v in sorted(r["corrections"].items(), key=str)) or "-"
+    acts = ", ".join(f"{k}: {v}" for k, v in sorted(r["corrections"].items())) or "none fired"
     print(f"{r['mode']:13s} {r['em']:6.1f} {r['f1']:6.1f} {r['mc_accuracy']:7.1f} "
           f"{r['supported']:8.1f}% {r['revised']:7d} {r['online_median']:8.3f}  {acts}")
   print("median seconds per stage: " + "; ".join(
