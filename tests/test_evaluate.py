@@ -1,11 +1,12 @@
 """`python -m launch.evaluate` on the tiny config (random decoder, random heads, 16 SceneKB
 validation questions in 2 shards of 8), run as subprocesses: 1 device, 8 devices and 2 processes
 x 4 devices (jax.distributed on localhost) write byte-identical predictions.jsonl and
-metrics.json; a run killed with SIGKILL after its first shard resumes without recomputing it,
-duplicating or losing a prediction; metrics.json equals a recomputation from predictions.jsonl
-with the scorers. The library (graphloom_jax.evaluation.sharded) is tested in-process: the shard
-plan, refused restarts and shard files, and the TFDS datasets' examples and official metrics on
-the committed fixtures.
+metrics.json; a run killed with SIGKILL after its first shard, resumed by two processes sharing
+the folder without a coordinator, neither recomputes that shard nor duplicates or loses a
+prediction; metrics.json equals a recomputation from predictions.jsonl with the scorers. The
+library (graphloom_jax.evaluation.sharded) is tested in-process: the shard plan, refused
+restarts and shard files, and the TFDS datasets' examples and official metrics on the committed
+fixtures.
 
 Subprocesses share a persistent compilation cache (their devices are set with
 JAX_NUM_CPU_DEVICES, since XLA_FLAGS are part of the cache key), so only the first run and the
@@ -135,9 +136,14 @@ def test_killed_run_resumes_without_recomputing_or_duplicating(single, cache, tm
   assert not second.exists(), "the kill came after the second shard: nothing left to resume"
   assert not (out / sharded.PREDICTIONS).exists()
   kept = first.read_bytes()
-  _finish(_start(out, cache))
-  report = _run_json(out)
-  assert report["computed"] == [1] and report["reused"] == [0]
+  # resumed by two independent processes (no coordinator: the files are the barriers); shard 0
+  # is process 0's and on disk, so process 0 only waits for process 1's shard and gathers
+  split = ["--num_processes=2", "--wait_timeout_s=900"]
+  procs = [_start(out, cache, extra=split + [f"--process_id={i}"]) for i in (0, 1)]
+  for p in procs:
+    _finish(p)
+  assert (_run_json(out, 0)["computed"], _run_json(out, 0)["reused"]) == ([], [0])
+  assert (_run_json(out, 1)["computed"], _run_json(out, 1)["reused"]) == ([1], [])
   assert first.read_bytes() == kept
   for name in OUTPUTS:
     assert (out / name).read_bytes() == (single / name).read_bytes(), name
