@@ -73,10 +73,10 @@ def main(argv):
     plan = sharded.make_plan(dataset, num_examples=FLAGS.num_examples,
                              batch_size=FLAGS.batch_size, mode=FLAGS.mode, heads=FLAGS.heads,
                              config=config)
+    evaluation = sharded.Evaluation(out, plan)
+    evaluation.publish_plan(writer=procs.index == 0)
   except (ValueError, FileNotFoundError) as e:
     raise app.UsageError(str(e)) from None
-  evaluation = sharded.Evaluation(out, plan)
-  evaluation.publish_plan(writer=procs.index == 0)
   system = None
   if evaluation.missing(plan.owned(procs.index, procs.count)):
     system = sharded.build_system(config, FLAGS.heads, FLAGS.mode, dataset.kb_sources)
