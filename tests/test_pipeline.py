@@ -188,3 +188,24 @@ def test_heads_checkpoint_round_trip_and_mismatch(parts, tmp_path):
   (tmp_path / "h" / "heads.safetensors").write_bytes(b"\x00garbage")
   with pytest.raises(ValueError, match="unreadable safetensors"):
     load_heads(tmp_path / "h", cfg, dec, 16)
+
+
+def test_prompts_fit_the_decoder_context(parts):
+  """Flat-RAG evidence is cut from its lowest-scored end to fit the context; a question that
+  cannot fit at all is a clear error."""
+  cfg, dec, kb, _ = parts
+  system = _system(parts, verifier=StubVerifier([0.9] * 4))
+  system.decoder = decoder_lib.Decoder(dec.model, None, source="random", max_seq_len=192)
+  q = kb.questions[0]
+  seen = []
+  original = system.decoder.generate_ids
+  system.decoder.generate_ids = lambda ids, *a, **k: seen.append(ids) or original(ids, *a, **k)
+  a = system.answer(q.question, kb.scene_graph(q.extra["instance_id"]), mode="flat_rag")
+  prompt = seen[0][0]
+  assert len(prompt) + cfg.eval.max_new_tokens <= 192
+  text = system.fmt.tok.decode(prompt)
+  shown = [t for t in a.retrieved[:cfg.memory.bank_size // 2] if f"{t.verbalize()}." in text]
+  assert 0 < len(shown) < cfg.memory.bank_size // 2
+  assert shown == a.retrieved[:len(shown)]  # the best-scored triples are the ones kept
+  with pytest.raises(ValueError, match="more than the 184"):
+    system.answer("why " * 60 + "?", [], mode="no_retrieval")

@@ -342,11 +342,27 @@ class GraphLoom:
     mem, inputs = self.heads.memory(batch, self.decoder.dtype)
     return mem, router_lib.BoundRouter(self.heads.router, inputs)
 
-  def _prompt(self, it: Prepared, mode: str, lines: Sequence[str] | None = None) -> list[int]:
+  def _fit(self, it: Prepared, make_ids, lines: Sequence[str]) -> tuple[list[int], int]:
+    """Prompt ids from `make_ids(lines[:n])` with the largest n whose prompt leaves room for
+    eval.max_new_tokens in the decoder's context (evidence in the prompt is cut from its end,
+    the lowest-scored triples first), and that n."""
+    room = self.decoder.max_seq_len - self.config.eval.max_new_tokens
+    n = len(lines)
+    ids = make_ids(lines)
+    while len(ids) > room and n > 0:
+      n -= 1
+      ids = make_ids(lines[:n])
+    if len(ids) > room:
+      raise ValueError(f"question {it.question!r}: its prompt has {len(ids)} tokens, more than "
+                       f"the {room} the decoder's context of {self.decoder.max_seq_len} leaves "
+                       f"for eval.max_new_tokens={self.config.eval.max_new_tokens}")
+    return ids, n
+
+  def _prompt(self, it: Prepared, mode: str) -> list[int]:
     if mode == "flat_rag":
-      lines = lines if lines is not None else [t.verbalize() for t in it.evidence.triples]
-      return self.fmt.evidence_prompt_ids(it.question, [f"{x}." for x in lines])
-    return self.fmt.prompt_ids(it.question)
+      lines = [f"{t.verbalize()}." for t in it.evidence.triples]
+      return self._fit(it, lambda ls: self.fmt.evidence_prompt_ids(it.question, ls), lines)[0]
+    return self._fit(it, lambda ls: self.fmt.prompt_ids(it.question), [])[0]
 
   def _generate(self, prompt_ids: list[list[int]], mode: str, arrays=None) -> list[list[int]]:
     kwargs = {}
@@ -474,8 +490,10 @@ class GraphLoom:
     prompt_ids, keep = [], []
     for it, answer, rows, lines in todo:
       failed = [c.text for c in answer.claims if not c.supported]
-      prompt_ids.append(self.fmt.text_ids(verify_lib.revision_prompt(it.question, lines, failed)))
-      keep.append(set(rows))
+      ids, n = self._fit(it, lambda ls: self.fmt.text_ids(
+          verify_lib.revision_prompt(it.question, ls, failed)), lines)
+      prompt_ids.append(ids)
+      keep.append(set(rows[:n]))
     arrays = None
     if mode == "graphloom":
       arrays = evidence_lib.stack([it.evidence for it in items])
