@@ -1,7 +1,9 @@
 """Sentence-embedding throughput: our JAX MiniLM embedder vs transformers' PyTorch BertModel with
-the same pooling, on real MMQA dev questions (../shared/data/mmqa/MMQA_dev.jsonl.gz).
+the same pooling, on real MMQA dev questions (--mmqa, the official MMQA_dev.jsonl.gz) or, without
+it, on the questions of the embedded benchmark (SceneKB, shipped in graphloom_jax/data/resources).
 
-  python benchmarks/bench_embedder.py [--num_texts=2441] [--batch_size=64] [--repeats=3]
+  python benchmarks/bench_embedder.py --mmqa=/path/to/multimodalqa/dataset/MMQA_dev.jsonl.gz \
+      [--num_texts=2441] [--batch_size=64] [--repeats=3]
 
 Both sides get the same texts, the same thread count and the same batching recipe
 (sentence-transformers': tokenize, sort by length, batches of --batch_size, mean pooling, L2
@@ -13,18 +15,17 @@ sides so that load from other processes falls on both. Target: JAX >= 1.5x PyTor
 import gzip
 import json
 import os
-import pathlib
 import statistics
 import time
 
 import numpy as np
 from absl import app, flags
 
-flags.DEFINE_integer("num_texts", 2441, "number of MMQA dev questions to embed")
+flags.DEFINE_integer("num_texts", 2441, "number of questions to embed")
 flags.DEFINE_integer("batch_size", 64, "texts per batch on both sides")
 flags.DEFINE_integer("repeats", 3, "timed passes per side (median reported)")
-flags.DEFINE_string("mmqa", str(pathlib.Path(__file__).resolve().parents[1] / ".." / "shared" /
-                                "data" / "mmqa" / "MMQA_dev.jsonl.gz"), "MMQA dev questions")
+flags.DEFINE_string("mmqa", "", "the official MMQA_dev.jsonl(.gz); \"\" = SceneKB's questions "
+                    "(test, then validation and train)")
 
 
 def torch_embedder(folder, max_length, batch_size, threads):
@@ -72,13 +73,21 @@ def main(argv):
   from graphloom_jax import assets
   from graphloom_jax.models import load_embedder
 
-  with gzip.open(f.mmqa, "rt") as fh:
-    texts = [json.loads(line)["question"] for line in fh][:f.num_texts]
+  if f.mmqa:
+    opener = gzip.open if f.mmqa.endswith(".gz") else open
+    with opener(f.mmqa, "rt") as fh:
+      texts = [json.loads(line)["question"] for line in fh][:f.num_texts]
+    source = "MMQA dev questions"
+  else:
+    from graphloom_jax.data import scenekb
+    texts = [q.question for split in ("test", "validation", "train")
+             for q in scenekb.load(split).questions][:f.num_texts]
+    source = "SceneKB questions"
   threads = os.cpu_count()
   jax_emb = load_embedder(batch_size=f.batch_size)
   torch_emb = torch_embedder(assets.minilm_dir(), jax_emb.max_length, f.batch_size, threads)
   lengths = [len(x) for x in jax_emb.tokenize(texts)]
-  print(f"{len(texts)} MMQA dev questions, {np.mean(lengths):.1f} tokens on average "
+  print(f"{len(texts)} {source}, {np.mean(lengths):.1f} tokens on average "
         f"(max {max(lengths)}), batch {f.batch_size}, {threads} threads")
 
   start = time.perf_counter()

@@ -1,7 +1,7 @@
 """GRAIL training and evaluation: gate + adapters by InfoNCE, then the hybrid selector.
 
   python -m launch.train_grail --config=configs/grail.py --output_dir=/tmp/grail \
-      --config.grail.data=mmqa
+      --config.grail.data=mmqa --config.grail.mmqa_dir=/path/to/multimodalqa/dataset
 """
 
 import ml_collections
@@ -12,8 +12,10 @@ from configs import base
 def get_config():
   c = base.get_base_config()
   g = c.grail
-  g.data = "embedded"  # "embedded" (the embedded benchmark) or "mmqa" (../shared/data/mmqa)
-  g.mmqa_dir = "../shared/data/mmqa"
+  g.data = "embedded"  # "embedded" (the embedded benchmark) or "mmqa" (needs mmqa_dir)
+  # data=mmqa: the folder with the official MMQA_dev.jsonl(.gz) and MMQA_images.jsonl(.gz)
+  # (allenai/multimodalqa, dataset/); no default, the launchers refuse mmqa without it.
+  g.mmqa_dir = ""
   g.embedded_dir = ""  # "" = the benchmark shipped in graphloom_jax/data/resources
   g.per_split = 0  # > 0: only the first per_split questions of each split (quick runs)
   g.cache_dir = ""  # embedding cache ("" = <output_dir>/embeddings)

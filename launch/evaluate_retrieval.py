@@ -2,7 +2,8 @@
 
   python -m launch.evaluate_retrieval --task=evidence_completion --data=embedded \
       --output_dir=/tmp/eval_embedded [--grail_dir=/tmp/grail_embedded/grail]
-  python -m launch.evaluate_retrieval --task=sequential_pool --data=mmqa --output_dir=/tmp/eval
+  python -m launch.evaluate_retrieval --task=sequential_pool --data=mmqa --output_dir=/tmp/eval \
+      --config.grail.mmqa_dir=/path/to/multimodalqa/dataset
 
 Rows: Query-only, Additive, GRAIL, Hybrid (all in the trained, aligned space), plus
 "GRAIL (untrained gate)": the same adapters with the gate at its initialisation, which isolates
@@ -203,6 +204,13 @@ def run(config, task, data, output_dir, grail_dir="", split="test", max_question
 
 def main(argv):
   del argv
+  mmqa_dir = _CONFIG.value.grail.mmqa_dir
+  if _DATA.value == "mmqa" and not mmqa_dir:  # the project ships no MMQA folder
+    raise app.UsageError(
+        "--data=mmqa needs --config.grail.mmqa_dir=FOLDER, the folder with the official "
+        "MMQA_dev.jsonl(.gz) and MMQA_images.jsonl(.gz) (allenai/multimodalqa, dataset/)")
+  if _DATA.value == "mmqa" and not pathlib.Path(mmqa_dir).is_dir():
+    raise app.UsageError(f"--config.grail.mmqa_dir={mmqa_dir}: no such folder")
   logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
   run(_CONFIG.value, _TASK.value, _DATA.value, _OUTPUT_DIR.value, _GRAIL_DIR.value, _SPLIT.value,
       _MAX_QUESTIONS.value, tuple(int(b) for b in _BUDGETS.value), _MAX_SLICES.value,

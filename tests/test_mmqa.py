@@ -1,4 +1,5 @@
-"""MMQA reader: the real dev file (skipped when ../shared/data is absent) and bad input."""
+"""MMQA reader: real dev records (a committed sample of the official files, tests/data/mmqa_dev)
+checked against their raw JSON, and bad input."""
 
 import collections
 import gzip
@@ -9,22 +10,27 @@ import pytest
 
 from graphloom_jax.data import mmqa
 
-MMQA_DIR = pathlib.Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "mmqa"
-needs_dev = pytest.mark.skipif(not (MMQA_DIR / "MMQA_dev.jsonl.gz").exists(),
-                               reason="real MMQA dev file absent (../shared/data/mmqa)")
+MMQA_DIR = pathlib.Path(__file__).parent / "data" / "mmqa_dev"
 
 
-@needs_dev
-def test_real_dev_file():
+def _raw(name):
+  """The fixture's records parsed with json alone (the independent reference)."""
+  with gzip.open(MMQA_DIR / name, "rt", encoding="utf-8") as f:
+    return [json.loads(line) for line in f]
+
+
+def test_real_dev_records():
   qs, report = mmqa.read_questions(MMQA_DIR / "MMQA_dev.jsonl.gz")
-  assert report.read == 2441 and report.skipped == 0
+  assert report.read == 22 and report.skipped == 0
   families = collections.Counter(q.family for q in qs)
-  assert families == {"Compose": 701, "Compare": 183, "Intersect": 96, "TextQ": 721,
-                      "TableQ": 369, "ImageQ": 230, "ImageListQ": 141}
-  # Quirks documented in ../shared/data/README.md.
-  assert sum(len(q.supporting_context) != len(q.supporting_doc_ids) for q in qs) == 315
+  # tests/data/mmqa_dev/README.md: the first 3 of each family + the gold-outside question.
+  assert families == {"Compose": 3, "Compare": 3, "Intersect": 3, "TextQ": 3, "TableQ": 3,
+                      "ImageQ": 3, "ImageListQ": 4}
+  # The dev file's quirks: duplicated supporting documents, one gold doc outside candidates.
+  assert sum(len(q.supporting_context) != len(q.supporting_doc_ids) for q in qs) == 3
   outside = [q for q in qs if q.gold_outside_candidates]
-  assert len(outside) == 1
+  assert [q.qid for q in outside] == ["3b3793152347552aea6d81cf2d24a82b"]
+  assert outside[0].gold_outside_candidates == ["e51e7755477179a20eab8310a1c25559"]
   q = qs[0]
   assert q.qid == "a33985b1e8b2502fc18cc8147dc27db8"
   assert q.answer_texts == ["Mask"] and q.answers[0].table_indices == ((12, 1),)
@@ -33,17 +39,35 @@ def test_real_dev_file():
   assert all(q.answers for q in qs)
   composed = [q for q in qs if q.family == "Compose"]
   assert all(q.intermediate_answers for q in composed)
+  # Every field against the raw records.
+  raw = _raw("MMQA_dev.jsonl.gz")
+  assert [q.qid for q in qs] == [r["qid"] for r in raw]
+  for q, r in zip(qs, raw):
+    m = r["metadata"]
+    assert q.question == r["question"] and q.type == m["type"]
+    assert q.answer_texts == [str(a["answer"]) for a in r["answers"]]
+    assert q.image_doc_ids == m["image_doc_ids"] and q.text_doc_ids == m["text_doc_ids"]
+    assert q.table_id == (m.get("table_id") or None)
+    assert q.supporting_context == [(c["doc_id"], c["doc_part"]) for c in r["supporting_context"]]
+    seen = []
+    for c in r["supporting_context"]:
+      if c["doc_id"] not in seen:
+        seen.append(c["doc_id"])
+    assert q.supporting_doc_ids == seen
+    assert [[a.answer for a in step] for step in q.intermediate_answers] == \
+        [[str(a["answer"]) for a in step] for step in m.get("intermediate_answers", [])]
 
 
-@needs_dev
 def test_real_images_file_and_folder_loader():
   data = mmqa.MMQA.load(MMQA_DIR, "dev")
-  assert len(data.images) == 57058 and not data.texts and not data.tables
-  img = data.images["35b31d9b4f723f806fd32662ef29edf7"]
-  assert img.title == "Republican Party (United States)"
-  assert img.path == "35b31d9b4f723f806fd32662ef29edf7.jpg"
+  assert len(data.images) == 122 and not data.texts and not data.tables
+  img = data.images["39b35178165c4a5e874d012773193712"]
+  assert img.title == "Celine Dion"
+  assert img.path == "39b35178165c4a5e874d012773193712.jpg"
+  assert {i: (d.title, d.url, d.path) for i, d in data.images.items()} == \
+      {r["id"]: (r["title"], r["url"], r["path"]) for r in _raw("MMQA_images.jsonl.gz")}
   covered = sum(all(d in data.images for d in q.image_doc_ids) for q in data.questions)
-  assert covered == len(data.questions)
+  assert covered == len(data.questions) == 22
 
 
 def test_texts_and_tables(tmp_path):

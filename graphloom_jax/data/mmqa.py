@@ -12,9 +12,10 @@ Files (plain `.jsonl` or `.jsonl.gz`, one JSON object per line):
 Fields beyond these are kept in each record's `extra` (the embedded benchmark stores its
 multiple-choice options, gold triples and scene graphs there).
 
-Quirks of the real dev file (../shared/data/README.md): some questions list the same supporting
-document more than once (`Question.supporting_doc_ids` deduplicates, keeping order); one gold
-document is missing from its question's candidate list (`Question.gold_outside_candidates`).
+Quirks of the real dev file (2,441 questions; a sample of its records is committed under
+tests/data/mmqa_dev): 315 questions list the same supporting document more than once
+(`Question.supporting_doc_ids` deduplicates, keeping order); one gold document is missing from
+its question's candidate list (`Question.gold_outside_candidates`).
 
 Records that would be read as wrong data are refused (strict) or skipped and reported (lenient):
 a qid or document id seen earlier in the same file, answers that are NaN, inf or booleans, doc
