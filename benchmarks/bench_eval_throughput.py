@@ -1,0 +1,182 @@
+"""Evaluation throughput (questions/s) of `launch.evaluate` on 1 vs 8 CPU devices and 1 vs 2
+processes, and the scaling efficiency.
+
+  python benchmarks/bench_eval_throughput.py [--num_examples=32] [--batch_size=8] [--repeats=3]
+      [--layouts=1x1,1x8,2x1,2x4] [--distributed] [--output_dir=DIR]
+
+Each layout PxD runs `python -m launch.evaluate --config=configs/tiny.py --heads=random
+--dataset=scenekb` (the README's "Evaluation at scale" smoke setting: random tiny decoder,
+random heads) as P processes with D CPU devices each (JAX_NUM_CPU_DEVICES), in a fresh output
+folder, on the first --num_examples questions of the split. With P = 2 the processes share the
+folder and split the shards through its files (shard k is process k % P's), or with
+--distributed through jax.distributed on localhost.
+
+What is measured: the questions/s each process records in runs/p<i>.json (its shard loop:
+answering and writing its shards, after the pipeline is built). A layout's throughput is all
+questions over the slowest process's loop seconds; the wall clock of the whole command (process
+start-up, model building and gathering included) is printed beside it. Speedup is against 1x1,
+efficiency = speedup / (P * D), the share of perfect scaling over P * D devices.
+
+Compilation is kept out of the timings: every layout gets one untimed warm-up run first, into a
+persistent compilation cache that all runs share (as tests/test_evaluate.py does), so a timed
+run loads its executables instead of compiling them. Layouts run in turn within each repeat,
+so a change of load from other processes falls on all of them; the median over repeats is
+reported. Every run's predictions.jsonl must equal the 1x1 run's byte for byte.
+
+Read the numbers with the machine in mind: CPU "devices" from JAX_NUM_CPU_DEVICES are slices of
+the same cores (os.sched_getaffinity says how many this process may use), so more devices add
+no compute, and two processes share those cores too. Besides, the pipeline places each batch on
+its process's first local device (see graphloom_jax.evaluation.sharded): extra devices in a
+process are idle by design today. So on a 2-core machine 1x8 measures the overhead of carrying
+8 devices and 2x1 how well two processes share 2 cores, not how the evaluation scales on 8 or 16
+accelerators.
+"""
+
+import json
+import os
+import pathlib
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from absl import app, flags
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+flags.DEFINE_integer("num_examples", 32, "questions per run (the first N of the split)")
+flags.DEFINE_integer("batch_size", 8, "examples per shard (a multiple of every layout's D)")
+flags.DEFINE_string("split", "validation", "SceneKB split")
+flags.DEFINE_integer("repeats", 3, "timed runs per layout (median reported)")
+flags.DEFINE_list("layouts", ["1x1", "1x8", "2x1", "2x4"], "PxD: P processes of D CPU devices")
+flags.DEFINE_bool("distributed", False, "P > 1 through jax.distributed on localhost instead of "
+                  "the output folder's files")
+flags.DEFINE_string("output_dir", None, "runs go here (default: a temporary folder, removed)")
+flags.DEFINE_integer("timeout_s", 1800, "per run")
+FLAGS = flags.FLAGS
+
+
+def parse_layout(text: str) -> tuple[int, int]:
+  p, d = (int(x) for x in text.lower().split("x"))
+  if p < 1 or d < 1:
+    raise ValueError(f"layout {text!r}: P and D must be >= 1")
+  return p, d
+
+
+def _free_port() -> int:
+  import socket
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def _env(cache: pathlib.Path, devices: int) -> dict:
+  env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+  env.update(JAX_NUM_CPU_DEVICES=str(devices), JAX_COMPILATION_CACHE_DIR=str(cache),
+             JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+             JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+  return env
+
+
+def run_layout(out: pathlib.Path, cache: pathlib.Path, processes: int, devices: int) -> dict:
+  """One evaluation as `processes` processes of `devices` CPU devices; returns its numbers."""
+  args = ["--config=configs/tiny.py", "--config.model.max_seq_len=1024",
+          "--config.model.arch.max_position_embeddings=1024", "--heads=random",
+          "--dataset=scenekb", f"--split={FLAGS.split}", f"--num_examples={FLAGS.num_examples}",
+          f"--batch_size={FLAGS.batch_size}", "--progress=false", f"--output_dir={out}"]
+  if processes > 1:
+    args.append(f"--num_processes={processes}")
+    if FLAGS.distributed:
+      args.append(f"--coordinator_address=127.0.0.1:{_free_port()}")
+  start = time.perf_counter()
+  procs = [subprocess.Popen(
+      [sys.executable, "-m", "launch.evaluate", *args] +
+      ([f"--process_id={i}"] if processes > 1 else []), cwd=ROOT, env=_env(cache, devices),
+      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+      for i in reversed(range(processes))]  # process 0 last: the others wait for its plan
+  logs = [p.communicate(timeout=FLAGS.timeout_s)[0] for p in procs]
+  wall = time.perf_counter() - start
+  for p, log in zip(procs, logs):
+    if p.returncode != 0:
+      raise RuntimeError(f"{processes}x{devices}: launch.evaluate exited {p.returncode}:\n"
+                         f"{log[-4000:]}")
+  reports = [json.loads((out / "runs" / f"p{i}.json").read_text()) for i in range(processes)]
+  questions = sum(r["questions"] for r in reports)
+  if questions != FLAGS.num_examples:
+    raise RuntimeError(f"{processes}x{devices}: computed {questions} questions, expected "
+                       f"{FLAGS.num_examples} (stale shards in {out}?)")
+  for r in reports:
+    if r["devices"].get("local") != devices:
+      raise RuntimeError(f"{processes}x{devices}: process {r['process_index']} saw devices "
+                         f"{r['devices']}")
+  seconds = max(r["seconds"] for r in reports)
+  return {"questions": questions, "seconds": seconds, "rate": questions / seconds,
+          "per_process": [r["questions_per_second"] for r in reports], "wall": wall,
+          "predictions": (out / "predictions.jsonl").read_bytes()}
+
+
+def main(argv):
+  del argv
+  layouts = [parse_layout(x) for x in FLAGS.layouts]
+  if (1, 1) not in layouts:
+    layouts.insert(0, (1, 1))
+  for p, d in layouts:
+    if FLAGS.batch_size % d:
+      raise app.UsageError(f"--batch_size={FLAGS.batch_size} is not a multiple of {d} devices")
+    if (FLAGS.num_examples + FLAGS.batch_size - 1) // FLAGS.batch_size < p:
+      raise app.UsageError(f"--num_examples={FLAGS.num_examples} gives fewer shards than {p} "
+                           "processes")
+  root = pathlib.Path(FLAGS.output_dir or tempfile.mkdtemp(prefix="bench_eval_"))
+  root.mkdir(parents=True, exist_ok=True)
+  cache = root / "jax_cache"
+  cores = len(os.sched_getaffinity(0))
+  print(f"{FLAGS.num_examples} SceneKB {FLAGS.split} questions, shards of {FLAGS.batch_size}, "
+        f"configs/tiny.py with random heads; {cores} usable CPU cores "
+        f"(os.cpu_count() = {os.cpu_count()}); load average {os.getloadavg()[0]:.2f}; "
+        f"{'jax.distributed' if FLAGS.distributed else 'file barriers'} for P > 1")
+  try:
+    for p, d in layouts:  # untimed: fills the compilation cache for this topology
+      t = time.perf_counter()
+      run_layout(root / f"warmup_{p}x{d}", cache, p, d)
+      print(f"warm-up {p}x{d}: {time.perf_counter() - t:.1f} s")
+    results = {layout: [] for layout in layouts}
+    for rep in range(FLAGS.repeats):
+      for p, d in layouts:
+        out = root / f"run{rep}_{p}x{d}"
+        results[(p, d)].append(run_layout(out, cache, p, d))
+    reference = results[(1, 1)][0]["predictions"]
+    identical = all(r["predictions"] == reference for rs in results.values() for r in rs)
+    base = statistics.median(r["rate"] for r in results[(1, 1)])
+    print("\n| layout (P x D) | questions/s | per process | speedup vs 1x1 | efficiency | "
+          "wall s (whole command) |")
+    print("|---|---|---|---|---|---|")
+    summary = {}
+    for (p, d), rs in results.items():
+      rate = statistics.median(r["rate"] for r in rs)
+      per = [statistics.median(r["per_process"][i] for r in rs) for i in range(p)]
+      speedup = rate / base
+      summary[f"{p}x{d}"] = {"questions_per_second": rate, "per_process": per,
+                             "speedup": speedup, "efficiency": speedup / (p * d),
+                             "runs": [r["rate"] for r in rs],
+                             "wall_s": statistics.median(r["wall"] for r in rs)}
+      runs = ", ".join(f"{r['rate']:.2f}" for r in rs)
+      print(f"| {p} x {d} | {rate:.2f} (runs: {runs}) | "
+            f"{', '.join(f'{x:.2f}' for x in per)} | {speedup:.2f}x | {speedup / (p * d):.0%} | "
+            f"{summary[f'{p}x{d}']['wall_s']:.1f} |")
+    print(f"\npredictions.jsonl identical across every run: {identical}")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    print(f"CPU devices share the same {cores} cores, and a process answers its batches on its "
+          "first device only: the device rows show what extra virtual devices cost, the process "
+          "rows how processes share the cores; neither is the scaling on real accelerators.")
+    (root / "summary.json").write_text(json.dumps(summary, indent=1))
+    if not identical:
+      raise SystemExit("predictions differ between layouts")
+  finally:
+    if FLAGS.output_dir is None:
+      shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+  app.run(main)
