@@ -52,8 +52,12 @@ def show(answer, gold=None, options=None):
   head = f"  -> {answer.text!r}" + (f"  (gold {gold})" if gold else "")
   if answer.choice is not None and options:
     head += f"  choice: {options[answer.choice]!r}"
-  lines = [head, f"     verification: {mark}" + (
-      f"; revised from {answer.first_text!r}" if answer.revised else "")]
+  note = ""
+  if answer.revised:
+    note = f"; revised from {answer.first_text!r}"
+  elif answer.revision_text is not None:
+    note = f"; revision {answer.revision_text!r} supported less, kept"
+  lines = [head, f"     verification: {mark}{note}"]
   if answer.correction is not None and answer.correction.action:
     lines.append(f"     correction: {answer.correction.action} (evaluator "
                  f"{answer.correction.score:.2f} -> {answer.correction.score_after:.2f})")

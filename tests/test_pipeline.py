@@ -121,6 +121,12 @@ def test_failed_claim_triggers_exactly_one_revision(parts):
   b = ok.answer(q.question, kb.scene_graph(q.extra["instance_id"]))
   assert not b.revised and b.supported and b.timings["revision"] == 0.0
 
+  # a revision the verifier supports less does not replace the answer (but is reported)
+  worse = _system(parts, verifier=StubVerifier([0.5, 0.2]))
+  c = worse.answer(q.question, kb.scene_graph(q.extra["instance_id"]))
+  assert not c.revised and c.revision_text is not None and c.text == c.first_text
+  assert c.claims[0].probability == pytest.approx(0.5)
+
 
 def test_no_retrieval_mode_needs_no_triples(parts):
   system = _system(parts, verifier=StubVerifier([0.5]))

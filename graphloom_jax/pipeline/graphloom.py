@@ -16,7 +16,8 @@ evidence. Read top to bottom, this is the system:
                         by length-normalised log-likelihood under the same conditioning.
   6. verification       `pipeline.verify`: atomic claims, entailment by the configured verifier
                         against the evidence (>= tau_ent); when a claim fails, ONE revision
-                        conditioned only on the verified evidence (below), verified again
+                        conditioned only on the verified evidence (below), verified again; the revision replaces the answer unless the verifier supports it
+                        less (Answer.revised says which; a rejected one is in revision_text)
   7. the answer         `pipeline.types.Answer`: text, choice, cited triples (the slots routed at
                         the answer steps, with gates and sources), claims, correction, timings
 
@@ -139,6 +140,10 @@ def load_heads(folder, config, decoder: decoder_lib.Decoder, embed_dim: int
 
 
 # ------------------------------------------------------------------------------ the system
+
+def _support(claims: Sequence[Claim]) -> float:
+  return float(np.mean([c.probability for c in claims])) if claims else 0.0
+
 
 @dataclasses.dataclass
 class Prepared:
@@ -505,7 +510,15 @@ class GraphLoom:
     seconds = (time.perf_counter() - t0) / len(items)
     for (it, answer, rows, lines), ids in zip(todo, outs):
       t1 = time.perf_counter()
-      answer.first_text, answer.revised = answer.text, True
-      it.text = answer.text = self.fmt.decode(ids)
-      answer.claims = self._check(it, lines)
+      first_text, first_claims = answer.text, answer.claims
+      answer.first_text, answer.revised = first_text, True
+      it.text = self.fmt.decode(ids)
+      claims = self._check(it, lines)
+      # The revision replaces the answer unless the verifier supports it less (mean entailment
+      # of its claims); a revision that says nothing never replaces an answer.
+      if claims and _support(claims) >= _support(first_claims):
+        answer.text, answer.claims = it.text, claims
+      else:
+        it.text = first_text
+        answer.revision_text, answer.revised = self.fmt.decode(ids), False
       it.timings["revision"] = seconds + time.perf_counter() - t1

@@ -88,8 +88,9 @@ class Answer:
   option_scores: list[float] | None = None  # length-normalised log-likelihood per option
   evidence: list[CitedTriple] = dataclasses.field(default_factory=list)
   claims: list[Claim] = dataclasses.field(default_factory=list)
-  revised: bool = False
-  first_text: str | None = None  # the answer before revision (when revised)
+  revised: bool = False  # a revision replaced the first answer
+  first_text: str | None = None  # the first answer, when a revision was attempted
+  revision_text: str | None = None  # a revision the verifier supported less (not adopted)
   correction: Correction | None = None
   retrieved: list[Triple] = dataclasses.field(default_factory=list)  # the final subgraph's edges
   timings: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds per stage
@@ -105,5 +106,6 @@ class Answer:
             "evidence": [e.to_json() for e in self.evidence],
             "claims": [c.to_json() for c in self.claims], "supported": self.supported,
             "revised": self.revised, "first_text": self.first_text,
+            "revision_text": self.revision_text,
             "correction": self.correction.to_json() if self.correction else None,
             "retrieved": [t.to_json() for t in self.retrieved], "timings": self.timings}
