@@ -157,7 +157,7 @@ def test_orbax_round_trip_and_bfloat16(torch_model, tmp_path):
   ref, _ = torch_outputs(model, ids)
   np.testing.assert_allclose(dec.logits(ids), ref, atol=1e-4, rtol=0)
   bf16 = load_decoder(str(tmp_path / "ckpt"), dtype="bfloat16")
-  assert bf16.model.wq.value.dtype == jnp.bfloat16
+  assert bf16.model.wqkv.value.dtype == jnp.bfloat16
   agree = np.mean(bf16.logits(ids).argmax(-1) == ref.argmax(-1))
   assert agree > 0.9, agree
 
@@ -200,7 +200,7 @@ def test_eight_b_config_shapes_without_memory():
   from configs import llama3_8b
   cfg = llama.config_from_arch(llama3_8b.get_config().model.arch)
   abstract = llama.abstract_model(cfg, jnp.bfloat16)
-  assert abstract.wq.value.shape == (32, 32, 128, 4096)
+  assert abstract.wqkv.value.shape == (32, 8, 4 + 2, 128, 4096)  # 8 kv groups of 4 q heads
   n = sum(int(np.prod(s)) for s in cfg.param_shapes().values())
   assert 8.0e9 < n < 8.1e9, n
 

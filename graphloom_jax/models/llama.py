@@ -1,13 +1,27 @@
 """Llama decoder in Flax NNX with a pytree KV cache; the math lives in graphloom_jax/ops.
 
 Shapes: B batch, T new tokens, S cache slots, L layers, D model width, N query heads,
-K kv heads, H head dim, F MLP width, V vocabulary.
+K kv heads, G = N / K query heads per kv head, H head dim, F MLP width, V vocabulary,
+L_m memory layers, P prefix length, M slots.
 
-Layer parameters are stacked on a leading L axis and the forward pass is a `lax.scan` over
-layers: compile time does not grow with depth, and an 8B configuration can be shape-checked
-with `nnx.eval_shape` on a laptop. Rows of a batch are left-padded; `KVCache.valid` marks real
-tokens and positions count real tokens only, so a padded row computes exactly what it would
-alone.
+Parameters (`LlamaConfig.model_shapes`) have one layout for every path. Layer parameters are
+stacked on a leading L axis; the projections that read the same input are fused, and all keep
+PyTorch's (out, in) orientation, so a decode step's matrix-vector product reads each weight
+row by contiguous row:
+  wqkv       [L, K, G + 2, H, D]  per kv head: its G query heads, then its key and value heads
+  w_gate_up  [L, F, 2, D]         each MLP row's gate and up weights side by side
+  wo [L, D, N, H], w_down [L, D, F], attn_norm and mlp_norm [L, D], embed and lm_head [V, D].
+Grouping the fused rows by kv head and by MLP row keeps them splittable over a mesh (each
+device holds whole groups; `PARTITIONS`). Checkpoints keep one tensor per projection
+(`LlamaConfig.param_shapes`); `load_params` writes each into its slot of the fused stack.
+
+A layer is `decoder_layer`: `attention_block` then `mlp_block`, pure functions of one layer's
+weights (the stack indexed at that layer). The forward runs it as a `lax.scan` over the stack
+(compile time does not grow with depth, and an 8B configuration is shape-checked with
+`nnx.eval_shape` on a laptop) or, given `unstacked_layer_params()` (the CPU decode loop), as a
+Python loop over per-layer slices of the same stack. Rows of a batch are left-padded;
+`KVCache.valid` marks real tokens and positions count real tokens only, so a padded row computes
+exactly what it would alone.
 """
 
 import dataclasses
@@ -30,22 +44,22 @@ from graphloom_jax.ops import norms
 from graphloom_jax.ops import rope
 from graphloom_jax.ops import sparse_kv
 
-LAYER_PARAMS = ("attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate", "w_up", "w_down")
+LAYER_PARAMS = ("attn_norm", "wqkv", "wo", "mlp_norm", "w_gate_up", "w_down")
+# A checkpoint's per-layer tensors (`LlamaConfig.param_shapes`).
+CHECKPOINT_LAYER_PARAMS = ("attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate", "w_up",
+                           "w_down")
 
 # How each parameter is split over a ("data", "model") mesh: Megatron's tensor parallelism on
-# "model" (column-parallel Q/K/V and gate/up, each device holding whole heads or MLP rows;
+# "model" (column-parallel Q/K/V and gate/up, each device holding whole kv groups and MLP rows;
 # row-parallel output and down projections, whose partial sums XLA all-reduces; vocabulary-
-# parallel embedding and head), everything replicated over "data". Shapes in `param_shapes`.
+# parallel embedding and head), everything replicated over "data".
 PARTITIONS = {
     "embed": P("model", None),  # [V, D]
     "attn_norm": P(),  # [L, D]
-    "wq": P(None, "model"),  # [L, N, H, D]
-    "wk": P(None, "model"),  # [L, K, H, D]
-    "wv": P(None, "model"),  # [L, K, H, D]
+    "wqkv": P(None, "model"),  # [L, K, G + 2, H, D]
     "wo": P(None, None, "model"),  # [L, D, N, H]
     "mlp_norm": P(),  # [L, D]
-    "w_gate": P(None, "model"),  # [L, F, D]
-    "w_up": P(None, "model"),  # [L, F, D]
+    "w_gate_up": P(None, "model"),  # [L, F, 2, D]
     "w_down": P(None, None, "model"),  # [L, D, F]
     "final_norm": P(),  # [D]
     "lm_head": P("model", None),  # [V, D]
@@ -156,7 +170,8 @@ class LlamaConfig:
     return json.dumps(d, indent=2, sort_keys=True)
 
   def param_shapes(self) -> dict[str, tuple[int, ...]]:
-    """Shapes of every parameter in our layout (the loaders check against these)."""
+    """Shapes of every tensor of our checkpoint layout (one per projection; the loaders check
+    against these and orbax checkpoints store them)."""
     l, d, n, k, h, f, v = (self.num_layers, self.hidden_size, self.num_heads,
                            self.num_kv_heads, self.head_dim, self.intermediate_size,
                            self.vocab_size)
@@ -166,6 +181,31 @@ class LlamaConfig:
     if not self.tie_word_embeddings:
       shapes["lm_head"] = (v, d)
     return shapes
+
+  def model_shapes(self) -> dict[str, tuple[int, ...]]:
+    """Shapes of the model's parameters (the fused layout of the module docstring)."""
+    shapes = self.param_shapes()
+    l, n, k = self.num_layers, self.num_heads, self.num_kv_heads
+    for name in ("wq", "wk", "wv", "w_gate", "w_up"):
+      del shapes[name]
+    shapes["wqkv"] = (l, k, n // k + 2, self.head_dim, self.hidden_size)
+    shapes["w_gate_up"] = (l, self.intermediate_size, 2, self.hidden_size)
+    return shapes
+
+  def checkpoint_slots(self) -> dict[str, tuple[str, tuple[int, ...], tuple[int, ...]]]:
+    """Checkpoint layer tensor -> (model parameter, start of its slot in one layer of that
+    parameter, the shape one layer's tensor takes there)."""
+    d, n, k, h, f = (self.hidden_size, self.num_heads, self.num_kv_heads, self.head_dim,
+                     self.intermediate_size)
+    g = n // k
+    return {"attn_norm": ("attn_norm", (0,), (d,)), "mlp_norm": ("mlp_norm", (0,), (d,)),
+            "wq": ("wqkv", (0, 0, 0, 0), (k, g, h, d)),
+            "wk": ("wqkv", (0, g, 0, 0), (k, 1, h, d)),
+            "wv": ("wqkv", (0, g + 1, 0, 0), (k, 1, h, d)),
+            "wo": ("wo", (0, 0, 0), (d, n, h)),
+            "w_gate": ("w_gate_up", (0, 0, 0), (f, 1, d)),
+            "w_up": ("w_gate_up", (0, 1, 0), (f, 1, d)),
+            "w_down": ("w_down", (0, 0), (d, f))}
 
 
 @flax.struct.dataclass
@@ -229,11 +269,159 @@ class MemoryKV:
   slot_v: jax.Array
 
 
-def _project_heads(x, w):
-  """x [B, T, D] @ w [N, H, D] -> [B, T, N, H], contracted as one 2-D [N*H, D] matrix: given
-  the 3-D form, XLA:CPU re-lays the weight out (a full copy) on every decode step."""
-  n, h, d = w.shape
-  return jnp.einsum("BTD,ED->BTE", x, w.reshape(n * h, d)).reshape(*x.shape[:-1], n, h)
+@flax.struct.dataclass
+class Step:
+  """What every layer of one forward call shares, computed once per call."""
+  cos: jax.Array  # [B, T, H] rotary tables of the new tokens
+  sin: jax.Array
+  length: jax.Array  # [] int32: cache slots written before this call
+  token_valid: jax.Array  # [B, T] bool
+  valid: jax.Array  # [B, S] bool: real cache slots, this call's tokens included
+  mask: jax.Array  # [B, T, S] bool: causal and valid
+  positional: sparse_kv.Positional | None = None  # sparse single-token steps
+  prefix_mask: jax.Array | None = None  # [B, P] bool (memory layers)
+  slot_mask: jax.Array | None = None  # [B, T, M] bool: active and valid slots
+  slot_bias: jax.Array | None = None  # [B, T, M] float32: log-gates
+
+
+def qkv_projection(h, wqkv):
+  """h [B, T, D], wqkv [K, G + 2, H, D] -> q [B, T, N, H] (head n = k G + g reads kv head k,
+  as Llama's repeat_kv), k and v [B, T, K, H]."""
+  kv, g2, hd, d = wqkv.shape
+  b, t = h.shape[:2]
+  # One 2-D [K (G + 2) H, D] matrix: given the 4-D form, XLA:CPU re-lays the weight out (a
+  # full copy) at every decode step.
+  qkv = jnp.einsum("BTD,ED->BTE", h, wqkv.reshape(-1, d)).reshape(b, t, kv, g2, hd)
+  q = qkv[:, :, :, :g2 - 2].reshape(b, t, kv * (g2 - 2), hd)
+  return q, qkv[:, :, :, g2 - 2], qkv[:, :, :, g2 - 1]
+
+
+def mlp_block(p, x, eps: float):
+  """SwiGLU MLP with its pre-norm: x [B, T, D] -> the residual update [B, T, D]."""
+  h = norms.rms_norm(x, p["mlp_norm"], eps)
+  f, _, d = p["w_gate_up"].shape
+  gate_up = jnp.einsum("BTD,ED->BTE", h, p["w_gate_up"].reshape(-1, d))
+  gate_up = gate_up.reshape(*x.shape[:2], f, 2)  # [B, T, F, (gate, up)]
+  return jnp.einsum("BTF,DF->BTD", jax.nn.silu(gate_up[..., 0]) * gate_up[..., 1], p["w_down"])
+
+
+def write_cache(caches, k, v, index, step: Step, block: int):
+  """Stores this call's k, v [B, T, K, H] at slots [length, length + T) of layer `index` of
+  the stacked caches (k, v [L, B, S, K, H], block sums [L, B, C, K, H], counts [L, B, C]) and
+  brings that layer's block summaries up to date (block > 0)."""
+  cache_k, cache_v, sums, counts = caches
+  t = k.shape[1]
+  start = (index, 0, step.length, 0, 0)
+  cache_k = jax.lax.dynamic_update_slice(cache_k, k[None].astype(cache_k.dtype), start)
+  cache_v = jax.lax.dynamic_update_slice(cache_v, v[None].astype(cache_v.dtype), start)
+  if block:
+    if t == 1:
+      s_l, c_l = sparse_kv.update_block_summaries(
+          sums[index], counts[index], k[:, 0], step.length, step.token_valid[:, 0],
+          block_size=block)
+    else:
+      s_l, c_l = sparse_kv.block_summaries(cache_k[index], step.valid, step.length + t, block)
+    sums, counts = sums.at[index].set(s_l), counts.at[index].set(c_l)
+  return cache_k, cache_v, sums, counts
+
+
+def self_attention(q, caches, index, step: Step, sparse: "SparseSpec | None"):
+  """q [B, T, N, H] over layer `index`'s own cache -> (out [B, T, N, H], lse [B, T, N]).
+
+  At a sparse step only the selected set I_t is read."""
+  cache_k, cache_v, sums, counts = caches
+  layer_k, layer_v = cache_k[index], cache_v[index]
+  if step.positional is not None:
+    block = sparse.block_size
+    idx, idx_ok = sparse_kv.select_sparse_kv(
+        q[:, 0], layer_k, step.valid, step.length + 1, num_sink=sparse.num_sink,
+        num_recent=sparse.num_recent, num_similar=sparse.num_similar, block_size=block,
+        block_sums=sums[index] if block else None, block_counts=counts[index] if block else None,
+        positional=step.positional)
+    self_k, self_v = sparse_kv.gather_kv(layer_k, layer_v, idx)
+    return joint.partial_attention(q, self_k, self_v, idx_ok[:, :, None, :])  # mask [B,K,1,I]
+  return joint.partial_attention(q, layer_k, layer_v, step.mask)
+
+
+def memory_attention(q, mem, step: Step):
+  """q [B, T, N, H] over a memory layer's prefix and active slots (mem: that layer's
+  MemoryKV arrays [B, P|M, K, H]) -> two (out, lse) partials."""
+  prefix_k, prefix_v, slot_k, slot_v = mem
+  return [joint.partial_attention(q, prefix_k, prefix_v, step.prefix_mask),
+          joint.partial_attention(q, slot_k, slot_v, step.slot_mask, step.slot_bias)]
+
+
+def attention_block(p, x, caches, index, mem, step: Step, *, eps: float,
+                    sparse: "SparseSpec | None", return_slot_attention: bool):
+  """Self-attention (and, in a memory layer, KG-JSA++'s one softmax over [prefix; active
+  slots; own cache], merged exactly from partial softmaxes) with its pre-norm.
+
+  x [B, T, D] -> the residual update [B, T, D], the updated caches, and the slots' joint
+  probabilities [B, T, N, M] (memory layers with return_slot_attention; else None)."""
+  b, t, _ = x.shape
+  h = norms.rms_norm(x, p["attn_norm"], eps)
+  q, k, v = qkv_projection(h, p["wqkv"])
+  q, k = rope.apply_rope(q, step.cos, step.sin), rope.apply_rope(k, step.cos, step.sin)
+  caches = write_cache(caches, k, v, index, step, sparse.block_size if sparse else 0)
+  parts = [self_attention(q, caches, index, step, sparse)]
+  slot_probs = None
+  if mem is not None:
+    parts += memory_attention(q, mem, step)
+    if return_slot_attention:
+      slot_probs = _slot_probabilities(q, mem[2], step.slot_mask, step.slot_bias,
+                                       jnp.stack([lse for _, lse in parts]))
+  attn = joint.merge_partials(parts) if len(parts) > 1 else parts[0][0]  # [B, T, N, H]
+  # (N, H) flattened on both sides: contracting the [D, N, H] weight against an attention
+  # output whose layout XLA picked freely lets it transpose-copy the WEIGHT every step.
+  wo = p["wo"].reshape(p["wo"].shape[0], -1)  # [D, N H]
+  return jnp.einsum("BTE,DE->BTD", attn.reshape(b, t, -1), wo), caches, slot_probs
+
+
+def decoder_layer(carry, xs, *, step: Step, eps: float, sparse: "SparseSpec | None",
+                  return_hidden: bool, return_slot_attention: bool):
+  """One layer. carry (x [B, T, D], caches); xs (this layer's weights, its index, its memory
+  (MemoryKV arrays) or None) -> carry, (x or None, slot probabilities or None)."""
+  x, caches = carry
+  p, index, mem = xs
+  update, caches, slot_probs = attention_block(
+      p, x, caches, index, mem, step, eps=eps, sparse=sparse,
+      return_slot_attention=return_slot_attention)
+  x = x + update
+  x = x + mlp_block(p, x, eps)
+  return (x, caches), (x if return_hidden else None, slot_probs)
+
+
+def run_layers(layer, carry, stack, layers, start: int, stop: int, mem_xs):
+  """Layers [start, stop): a `lax.scan` that indexes the stacked weights, or (with `layers`,
+  one weight dict per layer) an unrolled loop over them. mem_xs: per-memory-layer arrays with
+  a leading [stop - start] axis, or None."""
+  if layers is None:
+    def body(carry, xs):
+      index = xs[0]
+      p = {k: jax.lax.dynamic_index_in_dim(w, index, keepdims=False) for k, w in stack.items()}
+      return layer(carry, (p,) + xs)
+    return jax.lax.scan(body, carry, (jnp.arange(start, stop), mem_xs))
+  outs = []
+  for j, i in enumerate(range(start, stop)):
+    mem_j = None if mem_xs is None else jax.tree.map(lambda a, j=j: a[j], mem_xs)
+    carry, out = layer(carry, (layers[i], i, mem_j))
+    outs.append(out)
+  return carry, jax.tree.map(lambda *xs: jnp.stack(xs), *outs)
+
+
+def routing_masks(memory: memory_lib.Memory, route, h, b: int, t: int) -> dict[str, jax.Array]:
+  """The memory layers' prefix mask, active-slot mask and slot log-gates (Step fields): from
+  the router seeing h [B, T, D], the residual stream entering the first memory layer, or the
+  memory's own fixed routing."""
+  if route is not None:
+    active, slot_bias = route(h, memory)
+  else:
+    active = (memory.slot_active if memory.slot_active is not None
+              else jnp.ones((b, t, memory.num_slots), bool))
+    slot_bias = (memory.slot_bias if memory.slot_bias is not None
+                 else jnp.zeros((b, t, memory.num_slots), jnp.float32))
+  return dict(prefix_mask=memory.prefix_mask, slot_mask=active & memory.slot_valid[:, None, :],
+              slot_bias=slot_bias)
 
 
 class Llama(nnx.Module):
@@ -243,8 +431,7 @@ class Llama(nnx.Module):
   def __init__(self, config: LlamaConfig, *, dtype=jnp.float32, rngs: nnx.Rngs):
     self.config = config
     init = nnx.initializers.normal(0.02)
-    shapes = config.param_shapes()
-    for name, shape in shapes.items():
+    for name, shape in config.model_shapes().items():
       if name.endswith("norm"):
         value = jnp.ones(shape, dtype)
       else:
@@ -261,21 +448,10 @@ class Llama(nnx.Module):
     return {name: getattr(self, name).value for name in LAYER_PARAMS}
 
   def unstacked_layer_params(self) -> list[dict[str, jax.Array]]:
-    """One weight dict per layer, each weight its own buffer (see `__call__(layer_weights=)`).
-
-    The projections that read the same input are fused: `wqkv` [(N + 2K) H, D] and `w_gate_up`
-    [2F, D] (one larger matrix-vector product streams memory better than two or three small
-    ones); `wo`, `w_down` and the norms are as stored.
-    """
+    """One weight dict per layer: the stack sliced at each layer, taken once outside a decode
+    loop (see `__call__(layer_weights=)`)."""
     params = self.layer_params()
-    d = self.config.hidden_size
-    layers = []
-    for i in range(self.config.num_layers):
-      w = {k: params[k][i] for k in ("attn_norm", "wo", "mlp_norm", "w_down")}
-      w["wqkv"] = jnp.concatenate([params[k][i].reshape(-1, d) for k in ("wq", "wk", "wv")])
-      w["w_gate_up"] = jnp.concatenate([params["w_gate"][i], params["w_up"][i]])
-      layers.append(w)
-    return layers
+    return [{k: w[i] for k, w in params.items()} for i in range(self.config.num_layers)]
 
   def first_memory_layer(self, first_layer: int) -> int:
     n = self.config.num_layers
@@ -288,19 +464,39 @@ class Llama(nnx.Module):
     """Maps model-width memory vectors through each memory layer's frozen attention norm and
     k/v projections."""
     first = self.first_memory_layer(first_layer)
-    p = {k: v[first:] for k, v in self.layer_params().items()}
-    norm_w = p["attn_norm"][:, None, None, :]  # [L_m, 1, 1, D]
-    eps = self.config.rms_norm_eps
+    cfg = self.config
+    g = cfg.num_heads // cfg.num_kv_heads
+    wqkv = self.wqkv.value[first:]  # [L_m, K, G + 2, H, D]
+    w_k, w_v = wqkv[:, :, g], wqkv[:, :, g + 1]  # [L_m, K, H, D]
+    norm_w = self.attn_norm.value[first:][:, None, None, :]  # [L_m, 1, 1, D]
 
-    def kv(x):  # x [B, X, D] or [L_m, B, X, D] -> ([L_m, B, X, K, H], same)
-      h = norms.rms_norm(x.astype(self.dtype), norm_w, eps)
-      return (jnp.einsum("LBXD,LKHD->LBXKH", h, p["wk"]),
-              jnp.einsum("LBXD,LKHD->LBXKH", h, p["wv"]))
+    def kv(x, w):  # x [B, X, D] or [L_m, B, X, D] -> [L_m, B, X, K, H]
+      h = norms.rms_norm(x.astype(self.dtype), norm_w, cfg.rms_norm_eps)
+      return jnp.einsum("LBXD,LKHD->LBXKH", h, w)
 
-    prefix_k, prefix_v = kv(memory.prefix)
-    slot_k, _ = kv(memory.slot_keys)
-    _, slot_v = kv(memory.slot_values)
-    return MemoryKV(prefix_k=prefix_k, prefix_v=prefix_v, slot_k=slot_k, slot_v=slot_v)
+    return MemoryKV(prefix_k=kv(memory.prefix, w_k), prefix_v=kv(memory.prefix, w_v),
+                    slot_k=kv(memory.slot_keys, w_k), slot_v=kv(memory.slot_values, w_v))
+
+  def step_context(self, cache: KVCache, token_valid, sparse: SparseSpec | None) -> Step:
+    """Positions, masks, rotary tables and the sparse positional selection of one call."""
+    b, t = token_valid.shape
+    length = cache.length
+    positions = cache.next_pos[:, None] + jnp.cumsum(token_valid, axis=1) - 1  # [B, T]
+    positions = jnp.where(token_valid, positions, 0)
+    valid = jax.lax.dynamic_update_slice(cache.valid, token_valid, (0, length))  # [B, S]
+    cos, sin = rope.rope_tables(positions, self.inv_freq.value)
+    block = sparse.block_size if sparse is not None else 0
+    if block and cache.block_sums is None:
+      raise ValueError("sparse block selection needs a cache made with "
+                       f"KVCache.init(..., block_size={block})")
+    positional = None
+    if sparse is not None and t == 1:  # the position-only part of I_t, shared by every layer
+      positional = sparse_kv.positional_selection(
+          valid, length + 1, num_sink=sparse.num_sink, num_recent=sparse.num_recent,
+          block_size=block)
+    return Step(cos=cos, sin=sin, length=length, token_valid=token_valid, valid=valid,
+                mask=attention_ops.causal_mask(valid, length + jnp.arange(t)),
+                positional=positional)
 
   def __call__(self, tokens: jax.Array, cache: KVCache, token_valid: jax.Array | None = None,
                *, memory: memory_lib.Memory | None = None,
@@ -315,10 +511,10 @@ class Llama(nnx.Module):
       computes the active slots from the residual stream entering the first memory layer;
       `memory_kv` is `project_memory(memory)` precomputed (decode loops).
     sparse: at single-token steps, attend to the sparse set I_t instead of the whole cache.
-    layer_weights: `unstacked_layer_params()` computed once outside a decode loop. Layers then
-      run as an unrolled Python loop over separate buffers; with the stacked weights, a
-      `lax.scan` step slices (copies) each layer's weights out of the stack on every call,
-      which on CPU costs about as much as the matrix-vector products themselves.
+    layer_weights: `unstacked_layer_params()` taken once outside a decode loop; the layers then
+      run as an unrolled loop over them. XLA:CPU copies a stack slice that a matrix product
+      reads, so a `lax.scan` over the stack (or slicing it inside the loop) would copy every
+      layer's weights at every step, costing about as much as the products themselves.
 
     Returns logits [B,T,V] float32, the updated cache and aux outputs:
       `hidden` [L+1, B, T, D]: the embedding output and the residual stream after every layer
@@ -331,131 +527,39 @@ class Llama(nnx.Module):
     b, t = tokens.shape
     if token_valid is None:
       token_valid = jnp.ones((b, t), bool)
-    length = cache.length
-    positions = cache.next_pos[:, None] + jnp.cumsum(token_valid, axis=1) - 1  # [B,T]
-    positions = jnp.where(token_valid, positions, 0)
-    valid = jax.lax.dynamic_update_slice(cache.valid, token_valid, (0, length))  # [B,S]
-    mask = attention_ops.causal_mask(valid, length + jnp.arange(t))  # [B,T,S]
-    cos, sin = rope.rope_tables(positions, self.inv_freq.value)
-    use_sparse = sparse is not None and t == 1
-    block = sparse.block_size if sparse is not None else 0
-    if block and cache.block_sums is None:
-      raise ValueError("sparse block selection needs a cache made with "
-                       f"KVCache.init(..., block_size={block})")
-    positional = None
-    if use_sparse:  # the position-only part of I_t, shared by every layer
-      positional = sparse_kv.positional_selection(
-          valid, length + 1, num_sink=sparse.num_sink, num_recent=sparse.num_recent,
-          block_size=block)
-
-    def layer(carry, xs):
-      x, cache_k, cache_v, sums, counts = carry
-      p, index, mem = xs
-      h = norms.rms_norm(x, p["attn_norm"], cfg.rms_norm_eps)
-      if "wqkv" in p:  # fused (unstacked) form
-        qkv = jnp.einsum("BTD,ED->BTE", h, p["wqkv"])
-        nq, nk = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
-        q, k, v = (a.reshape(b, t, -1, cfg.head_dim)
-                   for a in (qkv[..., :nq], qkv[..., nq:nq + nk], qkv[..., nq + nk:]))
-      else:
-        q, k, v = (_project_heads(h, p[name]) for name in ("wq", "wk", "wv"))
-      q, k = rope.apply_rope(q, cos, sin), rope.apply_rope(k, cos, sin)
-      cache_k = jax.lax.dynamic_update_slice(cache_k, k[None].astype(cache_k.dtype),
-                                             (index, 0, length, 0, 0))
-      cache_v = jax.lax.dynamic_update_slice(cache_v, v[None].astype(cache_v.dtype),
-                                             (index, 0, length, 0, 0))
-      layer_k, layer_v = cache_k[index], cache_v[index]
-      if block:
-        if t == 1:
-          s_l, c_l = sparse_kv.update_block_summaries(
-              sums[index], counts[index], k[:, 0], length, token_valid[:, 0], block_size=block)
-        else:
-          s_l, c_l = sparse_kv.block_summaries(layer_k, valid, length + t, block)
-        sums = sums.at[index].set(s_l)
-        counts = counts.at[index].set(c_l)
-      if use_sparse:
-        idx, idx_ok = sparse_kv.select_sparse_kv(
-            q[:, 0], layer_k, valid, length + 1, num_sink=sparse.num_sink,
-            num_recent=sparse.num_recent, num_similar=sparse.num_similar, block_size=block,
-            block_sums=sums[index] if block else None,
-            block_counts=counts[index] if block else None, positional=positional)
-        self_k, self_v = sparse_kv.gather_kv(layer_k, layer_v, idx)
-        self_mask = idx_ok[:, :, None, :]  # [B,K,1,I]
-      else:
-        self_k, self_v, self_mask = layer_k, layer_v, mask
-      parts = [joint.partial_attention(q, self_k, self_v, self_mask)]
-      slot_probs = None
-      if mem is not None:
-        pk, pv, sk, sv = mem
-        parts.append(joint.partial_attention(q, pk, pv, prefix_mask))
-        parts.append(joint.partial_attention(q, sk, sv, slot_mask, slot_bias))
-        if return_slot_attention:
-          slot_probs = _slot_probabilities(q, sk, slot_mask, slot_bias,
-                                           jnp.stack([lse for _, lse in parts]))
-      attn = joint.merge_partials(parts) if len(parts) > 1 else parts[0][0]
-      # Flatten (N, H) on both sides: contracting the [D, N, H] weight against an attention
-      # output whose layout XLA picked freely lets it transpose-copy the WEIGHT every step.
-      wo = p["wo"].reshape(p["wo"].shape[0], -1)
-      x = x + jnp.einsum("BTE,DE->BTD", attn.reshape(b, t, -1), wo)
-      h = norms.rms_norm(x, p["mlp_norm"], cfg.rms_norm_eps)
-      if "w_gate_up" in p:  # fused (unstacked) form
-        gate, up = jnp.split(jnp.einsum("BTD,FD->BTF", h, p["w_gate_up"]), 2, axis=-1)
-      else:
-        gate, up = (jnp.einsum("BTD,FD->BTF", h, p[name]) for name in ("w_gate", "w_up"))
-      x = x + jnp.einsum("BTF,DF->BTD", jax.nn.silu(gate) * up, p["w_down"])  # SwiGLU
-      return (x, cache_k, cache_v, sums, counts), (x if return_hidden else None, slot_probs)
-
-    params = self.layer_params() if layer_weights is None else None
-
-    def run_layers(carry, start, stop, mem_xs):
-      """Layers [start, stop): a scan over stacked weights or a loop over unstacked ones."""
-      if layer_weights is None:
-        return jax.lax.scan(layer, carry, ({k: w[start:stop] for k, w in params.items()},
-                                           jnp.arange(start, stop), mem_xs))
-      outs = []
-      for j, i in enumerate(range(start, stop)):
-        mem_j = None if mem_xs is None else jax.tree.map(lambda a, j=j: a[j], mem_xs)
-        carry, out = layer(carry, (layer_weights[i], i, mem_j))
-        outs.append(out)
-      return carry, jax.tree.map(lambda *xs: jnp.stack(xs), *outs)
-
-    x0 = self.embed.value[tokens]  # [B,T,D]
-    carry = (x0, cache.k, cache.v, cache.block_sums, cache.block_counts)
+    step = self.step_context(cache, token_valid, sparse)
+    layer = functools.partial(decoder_layer, eps=cfg.rms_norm_eps, sparse=sparse,
+                              return_hidden=return_hidden,
+                              return_slot_attention=return_slot_attention)
+    stack = self.layer_params()
+    x0 = self.embed.value[tokens]  # [B, T, D]
+    carry = (x0, (cache.k, cache.v, cache.block_sums, cache.block_counts))
     first = self.first_memory_layer(first_layer) if memory is not None else cfg.num_layers
-    aux = {}
-    hidden = []
-    prefix_mask = slot_mask = slot_bias = None
+    aux, hidden = {}, [x0[None]]
     if first > 0:
-      carry, (hid, _) = run_layers(carry, 0, first, None)
+      carry, (hid, _) = run_layers(functools.partial(layer, step=step), carry, stack,
+                                   layer_weights, 0, first, None)
       hidden.append(hid)
     if memory is not None:
-      if memory_kv is None:
-        memory_kv = self.project_memory(memory, first_layer)
-      if route is not None:
-        active, slot_bias = route(carry[0], memory)
-      else:
-        active = (memory.slot_active if memory.slot_active is not None
-                  else jnp.ones((b, t, memory.num_slots), bool))
-        slot_bias = (memory.slot_bias if memory.slot_bias is not None
-                     else jnp.zeros((b, t, memory.num_slots), jnp.float32))
-      slot_mask = active & memory.slot_valid[:, None, :]
-      prefix_mask = memory.prefix_mask
-      aux["slot_active"], aux["slot_bias"] = slot_mask, slot_bias
+      memory_kv = memory_kv if memory_kv is not None else self.project_memory(memory, first)
+      step = step.replace(**routing_masks(memory, route, carry[0], b, t))
+      aux["slot_active"], aux["slot_bias"] = step.slot_mask, step.slot_bias
       mem_xs = (memory_kv.prefix_k, memory_kv.prefix_v, memory_kv.slot_k, memory_kv.slot_v)
-      carry, (hid, slot_probs) = run_layers(carry, first, cfg.num_layers, mem_xs)
+      carry, (hid, slot_probs) = run_layers(functools.partial(layer, step=step), carry, stack,
+                                            layer_weights, first, cfg.num_layers, mem_xs)
       hidden.append(hid)
       if return_slot_attention:
         aux["slot_attention"] = slot_probs
-    x, cache_k, cache_v, sums, counts = carry
+    x, (cache_k, cache_v, sums, counts) = carry
     if return_hidden:
-      aux["hidden"] = jnp.concatenate([x0[None]] + hidden, axis=0)
+      aux["hidden"] = jnp.concatenate(hidden, axis=0)
     x = norms.rms_norm(x, self.final_norm.value, cfg.rms_norm_eps)
     # Both heads are [V, D] tables contracted on D directly: no transposed copy.
     head = self.embed.value if cfg.tie_word_embeddings else self.lm_head.value
     logits = jnp.einsum("BTD,VD->BTV", x, head, preferred_element_type=jnp.float32)
-    new_cache = KVCache(k=cache_k, v=cache_v, valid=valid,
+    new_cache = KVCache(k=cache_k, v=cache_v, valid=step.valid,
                         next_pos=cache.next_pos + jnp.sum(token_valid, axis=1, dtype=jnp.int32),
-                        length=length + t, block_sums=sums, block_counts=counts)
+                        length=step.length + t, block_sums=sums, block_counts=counts)
     return logits, new_cache, aux
 
 
@@ -493,7 +597,7 @@ def _mesh_axis_size(mesh, axis) -> int:
 def _split_axes(config: LlamaConfig, mesh) -> dict[str, list[tuple[int, Any, bool]]]:
   """{name: [(dim, mesh axis, divides evenly)]} for every split dimension of PARTITIONS."""
   out = {}
-  for name, shape in config.param_shapes().items():
+  for name, shape in config.model_shapes().items():
     out[name] = [(dim, axis, shape[dim] % _mesh_axis_size(mesh, axis) == 0)
                  for dim, axis in enumerate(PARTITIONS[name]) if axis is not None]
   return out
@@ -515,7 +619,7 @@ def param_shardings(config: LlamaConfig, mesh: jax.sharding.Mesh) -> dict[str, N
 
 def uneven_shardings(config: LlamaConfig, mesh: jax.sharding.Mesh) -> list[str]:
   """The declared splits that `mesh` cannot make evenly (replicated by `param_shardings`)."""
-  shapes = config.param_shapes()
+  shapes = config.model_shapes()
   return [f"{name} dim {dim} ({shapes[name][dim]}) over {axis!r} "
           f"({_mesh_axis_size(mesh, axis)} devices)"
           for name, axes in _split_axes(config, mesh).items()
@@ -532,10 +636,11 @@ def _zeros(shape, dtype, sharding):
 
 
 @functools.cache
-def _write_layer(sharding):
-  """stack [L, ...], value [1, ...], layer -> stack with value at layer, updated in place."""
-  return jax.jit(lambda stack, value, layer: jax.lax.dynamic_update_slice_in_dim(
-      stack, value, layer, axis=0), donate_argnums=0, **_placed(sharding))
+def _write_slot(sharding):
+  """stack, value, start -> stack with value written at start (in place: the stack is
+  donated)."""
+  return jax.jit(lambda stack, value, start: jax.lax.dynamic_update_slice(stack, value, start),
+                 donate_argnums=0, **_placed(sharding))
 
 
 def load_params(config: LlamaConfig, tensors: Iterable[tuple[str, int | None, Any]],
@@ -544,10 +649,12 @@ def load_params(config: LlamaConfig, tensors: Iterable[tuple[str, int | None, An
   """The model from a stream of `(name, layer or None, array)` in our checkpoint layout (a
   `weights.Checkpoint`'s tensors): each array is checked finite, converted to `dtype` and
   placed with `jax.device_put` under its parameter's sharding (`param_shardings(config, mesh)`;
-  the default device without a mesh) as it arrives, a layer's slice written into its stacked
-  parameter in place, so the host holds one tensor at a time besides the model."""
-  shapes = config.param_shapes()
+  the default device without a mesh) as it arrives, a layer's tensor written into its slot of
+  the fused stack (`LlamaConfig.checkpoint_slots`) in place, so the host holds one tensor at a
+  time besides the model."""
+  shapes = config.model_shapes()
   shardings = param_shardings(config, mesh) if mesh is not None else dict.fromkeys(shapes)
+  slots = config.checkpoint_slots()
   np_dtype = jnp.dtype(dtype)
   params, seen = {}, set()
   for name, layer, value in tensors:
@@ -555,17 +662,19 @@ def load_params(config: LlamaConfig, tensors: Iterable[tuple[str, int | None, An
     if not np.all(np.isfinite(value)):
       where = "" if layer is None else f" (layer {layer})"
       raise ValueError(f"{source}: parameter {name!r} contains NaN or Inf{where}")
-    sharding = shardings[name]
-    if layer is None:
-      params[name] = jax.device_put(value, sharding)
-    else:
-      if name not in params:
-        params[name] = _zeros(shapes[name], np_dtype, sharding)()
-      params[name] = _write_layer(sharding)(params[name], jax.device_put(value[None], sharding),
-                                            layer)
     seen.add((name, layer))
-  expected = {(name, i) for name in shapes for i in (
-      range(config.num_layers) if name in LAYER_PARAMS else (None,))}
+    if layer is None:
+      params[name] = jax.device_put(value, shardings[name])
+      continue
+    target, start, shape = slots[name]
+    sharding = shardings[target]
+    if target not in params:
+      params[target] = _zeros(shapes[target], np_dtype, sharding)()
+    params[target] = _write_slot(sharding)(
+        params[target], jax.device_put(value.reshape((1,) + shape), sharding),
+        (layer,) + start)
+  expected = {(name, i) for name in config.param_shapes() for i in (
+      range(config.num_layers) if name in CHECKPOINT_LAYER_PARAMS else (None,))}
   if expected - seen:
     raise ValueError(f"{source}: no values for {sorted(expected - seen, key=str)[:5]}")
   model = abstract_model(config, dtype)
@@ -606,7 +715,7 @@ def from_params(config: LlamaConfig, params: Mapping[str, np.ndarray], dtype=jnp
 
   def tensors():
     for name, value in params.items():
-      if name in LAYER_PARAMS:
+      if name in CHECKPOINT_LAYER_PARAMS:
         yield from ((name, i, value[i]) for i in range(config.num_layers))
       else:
         yield name, None, value

@@ -47,7 +47,7 @@ import ml_dtypes
 import numpy as np
 
 from graphloom_jax import atomic
-from graphloom_jax.models.llama import LAYER_PARAMS, LlamaConfig, shape_problems
+from graphloom_jax.models.llama import CHECKPOINT_LAYER_PARAMS, LlamaConfig, shape_problems
 
 Array = np.ndarray
 # (our checkpoint-layout name, layer index or None for a global parameter, the tensor)
@@ -549,7 +549,7 @@ def open_orbax(folder: str | os.PathLike) -> Checkpoint:
                                                 dtype=np.dtype(dtype))}))[name]
       except Exception as e:
         raise WeightsError(f"{path}: cannot restore parameter {name!r}: {e}") from None
-      if name in LAYER_PARAMS:
+      if name in CHECKPOINT_LAYER_PARAMS:
         for i in range(config.num_layers):
           yield name, i, value[i]
       else:
