@@ -165,7 +165,9 @@ def test_empty_memory_equals_plain_decoder(models):
   ids = np.random.default_rng(2).integers(0, 200, size=(2, 64)).astype(np.int32)
   empty = memory_lib.empty(2, WIDTH, prefix_len=3, num_slots=4)
   with_memory = dec.logits(ids, memory=empty, first_layer=0)
-  np.testing.assert_array_equal(with_memory, dec.logits(ids))
+  # Equal up to float32 rounding: without memory the prefill runs jax.nn.dot_product_attention,
+  # memory layers the partial softmaxes they merge.
+  np.testing.assert_allclose(with_memory, dec.logits(ids), atol=1e-6, rtol=0)
 
 
 def test_router_sees_first_memory_layer_stream(models):

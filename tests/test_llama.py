@@ -213,3 +213,28 @@ def test_convert_to_orbax_round_trip(torch_model, tmp_path):
   np.testing.assert_allclose(load_decoder(str(out)).logits(ids), ref, atol=1e-4, rtol=0)
   with pytest.raises(FileExistsError, match="not empty"):
     decoder_lib.convert_to_orbax(str(folder), str(out))
+
+
+@pytest.mark.parametrize("dtype,atol", [(jnp.float32, 1e-6), (jnp.bfloat16, 2e-2)])
+def test_fused_prefill_attention_equals_einsum_path(rng, dtype, atol):
+  """Prefill self-attention through jax.nn.dot_product_attention equals the partial-softmax
+  einsum form that KG-JSA++ merges, with GQA, a left-padded row and a cache longer than the
+  prompt (its unwritten slots masked)."""
+  cfg = llama.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_layers=1,
+                          num_heads=8, num_kv_heads=2, head_dim=16)
+  b, t, s = 2, 40, 56
+  q = jnp.asarray(rng.standard_normal((b, t, 8, 16)), dtype)
+  keys = jnp.asarray(rng.standard_normal((1, b, s, 2, 16)), dtype)
+  values = jnp.asarray(rng.standard_normal((1, b, s, 2, 16)), dtype)
+  token_valid = np.ones((b, t), bool)
+  token_valid[1, :9] = False
+  cache = llama.KVCache.init(cfg, b, s, dtype)
+  step = llama.init_random(cfg).step_context(cache, jnp.asarray(token_valid), None)
+  caches = (keys, values, None, None)
+  fused, lse = llama.self_attention(q, caches, 0, step, None, fused=True)
+  einsum, _ = llama.self_attention(q, caches, 0, step, None, fused=False)
+  assert lse is None and fused.dtype == dtype
+  real = token_valid  # rows with at least one valid key
+  np.testing.assert_allclose(np.asarray(fused, np.float32)[real],
+                             np.asarray(einsum, np.float32)[real], atol=atol, rtol=0)
+  assert llama.fused_attention_impl(dtype, 16) == "xla"  # no GPU here

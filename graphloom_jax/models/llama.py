@@ -325,10 +325,14 @@ def write_cache(caches, k, v, index, step: Step, block: int):
   return cache_k, cache_v, sums, counts
 
 
-def self_attention(q, caches, index, step: Step, sparse: "SparseSpec | None"):
+def self_attention(q, caches, index, step: Step, sparse: "SparseSpec | None", fused: bool):
   """q [B, T, N, H] over layer `index`'s own cache -> (out [B, T, N, H], lse [B, T, N]).
 
-  At a sparse step only the selected set I_t is read."""
+  At a sparse step only the selected set I_t is read. `fused` (a prefill with no other key set
+  to merge with) goes through `jax.nn.dot_product_attention` (`fused_attention_impl`), whose
+  lse is not returned (None): the memory layers need the exact float32 lse with its gradient
+  to merge partial softmaxes, so they keep `joint.partial_attention`. A query row with no
+  valid key (left padding) gets the mean of the values there instead of 0; nothing reads it."""
   cache_k, cache_v, sums, counts = caches
   layer_k, layer_v = cache_k[index], cache_v[index]
   if step.positional is not None:
@@ -340,7 +344,19 @@ def self_attention(q, caches, index, step: Step, sparse: "SparseSpec | None"):
         positional=step.positional)
     self_k, self_v = sparse_kv.gather_kv(layer_k, layer_v, idx)
     return joint.partial_attention(q, self_k, self_v, idx_ok[:, :, None, :])  # mask [B,K,1,I]
+  if fused:
+    impl = fused_attention_impl(q.dtype, q.shape[-1])
+    return jax.nn.dot_product_attention(q, layer_k, layer_v, mask=step.mask[:, None],
+                                        implementation=impl), None
   return joint.partial_attention(q, layer_k, layer_v, step.mask)
+
+
+def fused_attention_impl(dtype, head_dim: int) -> str:
+  """`jax.nn.dot_product_attention`'s implementation for this platform: cuDNN's flash attention
+  on a GPU for the 16-bit inputs and head sizes it takes, XLA's elsewhere."""
+  cudnn = (jax.default_backend() == "gpu" and jnp.dtype(dtype) in (jnp.bfloat16, jnp.float16)
+           and head_dim % 8 == 0 and head_dim <= 128)
+  return "cudnn" if cudnn else "xla"
 
 
 def memory_attention(q, mem, step: Step):
@@ -363,7 +379,7 @@ def attention_block(p, x, caches, index, mem, step: Step, *, eps: float,
   q, k, v = qkv_projection(h, p["wqkv"])
   q, k = rope.apply_rope(q, step.cos, step.sin), rope.apply_rope(k, step.cos, step.sin)
   caches = write_cache(caches, k, v, index, step, sparse.block_size if sparse else 0)
-  parts = [self_attention(q, caches, index, step, sparse)]
+  parts = [self_attention(q, caches, index, step, sparse, fused=mem is None and t > 1)]
   slot_probs = None
   if mem is not None:
     parts += memory_attention(q, mem, step)
