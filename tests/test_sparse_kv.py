@@ -129,17 +129,18 @@ def _ranked_alike(got, want, score, tol=1e-5):
           and all(abs(score[a] - score[w]) <= tol for a, w in zip(got, want)))
 
 
-def check_selection(q, keys, valid, length, ns, nr, nsim, block_size):
+def check_selection(q, keys, valid, length, ns, nr, nsim, block_size, num_blocks=0):
   idx, ok = sparse_kv.select_sparse_kv(
       jnp.asarray(q), jnp.asarray(keys), jnp.asarray(valid), jnp.asarray(length),
-      num_sink=ns, num_recent=nr, num_similar=nsim, block_size=block_size)
+      num_sink=ns, num_recent=nr, num_similar=nsim, block_size=block_size,
+      num_blocks=num_blocks)
   idx, ok = np.asarray(idx), np.asarray(ok)
   b, s, kv, _ = keys.shape
   budget = ns + nr + nsim
   assert idx.dtype == np.int32 and idx.shape == ok.shape == (b, kv, budget)
   assert ((idx >= 0) & (idx < s)).all()
   np.testing.assert_array_equal(idx[~ok], 0)
-  ref = ref_select(q, keys, valid, length, ns, nr, nsim, block_size)
+  ref = ref_select(q, keys, valid, length, ns, nr, nsim, block_size, num_blocks)
   for (bi, gi), (sink, recent, similar) in ref.items():
     cand = [x for x in range(s) if valid[bi, x] and x < length[bi]]
     row, row_ok = idx[bi, gi], ok[bi, gi]
@@ -160,7 +161,7 @@ def check_selection(q, keys, valid, length, ns, nr, nsim, block_size):
     rest = [x for x in cand if x not in sink and x not in recent]
     spanned = len({x // block_size for x in rest}) if block_size else 0
     if len(cand) <= budget and (
-        not block_size or spanned <= sparse_kv.candidate_blocks(nsim, block_size)):
+        not block_size or spanned <= sparse_kv.candidate_blocks(nsim, block_size, num_blocks)):
       assert sorted(chosen) == cand
 
 
@@ -168,27 +169,32 @@ def check_selection(q, keys, valid, length, ns, nr, nsim, block_size):
 @hypothesis.given(
     b=st.integers(1, 3), s=st.integers(1, 96), kv=st.integers(1, 3), g=st.integers(1, 3),
     h=st.integers(2, 16), ns=st.integers(0, 6), nr=st.integers(0, 24), nsim=st.integers(0, 12),
-    block_size=st.sampled_from([0, 0, 1, 3, 8]), block_keys=st.booleans(), ties=st.booleans(),
-    holes=st.booleans(), seed=st.integers(0, 2 ** 31 - 1))
-def test_selection_properties(b, s, kv, g, h, ns, nr, nsim, block_size, block_keys, ties, holes,
-                              seed):
+    block_size=st.sampled_from([0, 0, 1, 3, 8]), block_keys=st.booleans(),
+    num_blocks=st.sampled_from([0, 1, 2, 3]), ties=st.booleans(), holes=st.booleans(),
+    seed=st.integers(0, 2 ** 31 - 1))
+def test_selection_properties(b, s, kv, g, h, ns, nr, nsim, block_size, block_keys, num_blocks,
+                              ties, holes, seed):
+  """num_blocks > 0 shrinks block mode's pool: the default (POOL_KEYS worth) spans these short
+  caches whole, where block mode is token mode."""
   rng = np.random.default_rng(seed)
   case = make_case(rng, b, s, kv, g, h, block_size if block_keys else 0, ties, holes)
-  check_selection(*case, ns, nr, nsim, block_size)
+  check_selection(*case, ns, nr, nsim, block_size, num_blocks)
 
 
 def test_default_budget_on_a_long_padded_cache(rng):
-  for block_size, key_block in ((0, 0), (16, 16), (16, 0), (64, 0)):
+  for block_size, key_block, num_blocks in ((0, 0, 0), (16, 16, 0), (16, 16, 3), (16, 0, 4),
+                                            (64, 0, 0), (64, 0, 2)):
     check_selection(*make_case(rng, 2, 700, 3, 3, 64, key_block, ties=True), 4, 64, 20,
-                    block_size)
+                    block_size, num_blocks)
 
 
 def test_block_mode_on_random_keys_follows_the_rule(rng):
-  """Default budget and block size on random keys: block mode's similar tokens are exactly the
-  float64 reference of the rule (top blocks by block-mean cosine, then top tokens by their own
-  cosine inside them); every token of the exact top-20 that lies in the candidate blocks is
-  selected. Its overlap with the exact top-20 is printed (run with -s): on random keys block
-  means carry little signal, so it is about the candidate blocks' share of the cache."""
+  """Default budget and block size on random keys, for pools of 2, 4 and the default n_b blocks:
+  block mode's similar tokens are exactly the float64 reference of the rule (top blocks by
+  block-mean cosine, then top tokens by their own cosine inside them), and every token of the
+  exact top-20 that lies in the candidate blocks is selected, so the overlap with the exact
+  top-20 is the share of it inside the pool. The overlaps are printed (run with -s): on random
+  keys block means carry little signal, so they are about the pool's share of the cache."""
   b, s, kv, g, h, ns, nr, nsim, bs = 2, 2048, 3, 3, 64, 4, 64, 20, 64
   q = rng.normal(size=(b, kv * g, h)).astype(np.float32)
   keys = rng.normal(size=(b, s, kv, h)).astype(np.float32)
@@ -196,30 +202,34 @@ def test_block_mode_on_random_keys_follows_the_rule(rng):
   length = np.full((b,), s, np.int32)
   kw = dict(num_sink=ns, num_recent=nr, num_similar=nsim)
   args = (jnp.asarray(q), jnp.asarray(keys), jnp.asarray(valid), jnp.asarray(length))
-  idx, ok = (np.asarray(a) for a in sparse_kv.select_sparse_kv(*args, **kw, block_size=bs))
   exact = np.asarray(sparse_kv.select_sparse_kv(*args, **kw, block_size=0)[0])
-  assert ok.all()
-  ref_block = ref_select(q, keys, valid, length, ns, nr, nsim, bs, tol=1e-5)
   ref_token = ref_select(q, keys, valid, length, ns, nr, nsim, 0)
-  nsel = sparse_kv.candidate_blocks(nsim, bs)
-  overlaps = []
-  for (bi, gi), (_, _, options) in ref_block.items():
-    qs = q[bi, gi * g:(gi + 1) * g].astype(np.float64).mean(0)
-    tok = _cos(qs, keys[bi, :, gi])
-    got = idx[bi, gi, ns + nr:].tolist()
-    assert any(_ranked_alike(got, want, tok) for want in options), (got, options)
-    assert _ranked_alike(exact[bi, gi, ns + nr:].tolist(), ref_token[bi, gi][2], tok)
-    top = set(ref_token[bi, gi][2])
-    # The candidate blocks the selection used: the nsel best by block-mean cosine.
-    sums = keys[bi, :, gi].astype(np.float64).reshape(s // bs, bs, h).sum(1)
-    blocks = set(np.argsort(-_cos(qs, sums), kind="stable")[:nsel].tolist())
-    in_pool = {x for x in top if x // bs in blocks}
-    assert in_pool <= set(got)
-    overlaps.append(len(top & set(got)) / nsim)
-    assert overlaps[-1] == len(in_pool) / nsim
-  print(f"block mode (n_b = {nsel} blocks of {bs}) vs exact top-{nsim} on random keys, "
-        f"S = {s}: overlap {np.mean(overlaps):.1%} per (row, group) "
-        f"{[f'{o:.0%}' for o in overlaps]}")
+  report = []
+  for num_blocks in (2, 4, 0):
+    idx, ok = (np.asarray(a) for a in sparse_kv.select_sparse_kv(
+        *args, **kw, block_size=bs, num_blocks=num_blocks))
+    assert ok.all()
+    ref_block = ref_select(q, keys, valid, length, ns, nr, nsim, bs, num_blocks, tol=1e-5)
+    nsel = sparse_kv.candidate_blocks(nsim, bs, num_blocks)
+    overlaps = []
+    for (bi, gi), (sink, recent, options) in ref_block.items():
+      qs = q[bi, gi * g:(gi + 1) * g].astype(np.float64).mean(0)
+      tok = _cos(qs, keys[bi, :, gi])
+      got = idx[bi, gi, ns + nr:].tolist()
+      assert any(_ranked_alike(got, want, tok) for want in options), (got, options)
+      assert _ranked_alike(exact[bi, gi, ns + nr:].tolist(), ref_token[bi, gi][2], tok)
+      top = set(ref_token[bi, gi][2])
+      # The pool: the nsel blocks holding remaining slots with the best block-mean cosine.
+      ranked_blocks = sorted({x // bs for x in range(s) if x not in sink + recent},
+                             key=lambda c: -float(_cos(qs, keys[bi, c * bs:(c + 1) * bs, gi]
+                                                       .astype(np.float64).sum(0))))
+      in_pool = {x for x in top if x // bs in ranked_blocks[:nsel]}
+      assert in_pool <= set(got)
+      overlaps.append(len(top & set(got)) / nsim)
+      assert overlaps[-1] == len(in_pool) / nsim
+    report.append(f"n_b = {nsel}: {np.mean(overlaps):.1%}")
+  print(f"block mode vs exact top-{nsim} on random keys, S = {s}, blocks of {bs}, mean overlap "
+        f"over {b * kv} (row, group) pairs: " + ", ".join(report))
 
 
 def test_block_mode_with_every_block_equals_token_mode(rng):

@@ -35,16 +35,22 @@ q_g the query summary of group g and cos(x, y) = x . y / (|x| |y|):
     score_{c,g} = cos(q_g, sum_{s in c, s a candidate} k_{s,g})     (the block-mean key's cosine)
     B_g         = top_{n_b} { c : c holds a slot of R } by score_{c,g}
     similar_g   = top_{num_similar} { s in R : floor(s / P) in B_g } by cos(q_g, k_{s,g})
-    n_b         = min(C, ceil(num_similar / P) + EXTRA_BLOCKS)     (`candidate_blocks`)
+    n_b         = min(C, max(ceil(num_similar / P) + 1, ceil(POOL_KEYS / P)))
+                                                                  (`candidate_blocks`)
 
 so block mode ranks the tokens of its n_b candidate blocks by their own cosine, exactly as token
 mode ranks all of R: it returns token mode's answer whenever those tokens lie in the candidate
-blocks, and in general every token of token mode's answer that lies in them. The EXTRA_BLOCKS
-spare blocks make up for blocks that are partly sink, recent, padding or unwritten and give the
-token ranking a wider pool than the num_similar tokens it keeps. Block summaries are kept
-incrementally with `update_block_summaries`, so a step scores C summaries and n_b * P keys
-(gathered from the cache) instead of S keys; n_b * P does not grow with the context. Ties among
-blocks go to the lower block index and among tokens to the lower cache index, as in token mode.
+blocks, and in general every token of token mode's answer that lies in them. The pool holds at
+least POOL_KEYS = 1024 slots' worth of blocks (16 blocks of 64): on SmolLM2 with real 2k- and
+4k-token prompts, pools of 2, 4, 8 and 16 blocks of 64 gave a mean teacher-forced KL(dense ||
+sparse) of 0.19, 0.14, 0.10, 0.090 nats at 2k and 0.21, 0.15, 0.14, 0.093 at 4k, where token
+mode gave 0.089 and 0.099 (one prompt per length, 128 steps; benchmarks/
+sparse_fidelity.md); the + 1 block covers a run of
+num_similar remaining tokens that straddles a block boundary when P is large. Block summaries
+are kept incrementally with `update_block_summaries`, so a step scores C summaries and n_b * P
+keys (gathered from the cache) instead of S keys; n_b * P does not grow with the context. Ties
+among blocks go to the lower block index and among tokens to the lower cache index, as in token
+mode.
 
 Sink, recent and the remaining flags depend only on positions: `positional_selection` computes
 them (one O(S) integer cumsum) once per step for all layers, via `select_sparse_kv(positional=)`.
@@ -196,18 +202,18 @@ def _top_similar(scores, remaining, num_similar):
   return jnp.where(ok, idx, 0).astype(jnp.int32), ok
 
 
-EXTRA_BLOCKS = 3
+POOL_KEYS = 1024  # block mode ranks the tokens of at least this many slots' worth of blocks
 
 
 def candidate_blocks(num_similar, block_size, num_blocks=0):
   """n_b: how many blocks block mode ranks tokens in (before capping at the C blocks).
 
-  num_blocks > 0 is used as given; 0 = ceil(num_similar / block_size) + EXTRA_BLOCKS (4 blocks,
-  256 keys, at the defaults 20 and 64).
+  num_blocks > 0 is used as given; 0 = max(ceil(num_similar / block_size) + 1,
+  ceil(POOL_KEYS / block_size)) (16 blocks, 1024 keys, at the defaults 20 and 64).
   """
   if num_blocks < 0:
     raise ValueError(f"num_blocks must be >= 0; got {num_blocks}")
-  return num_blocks or -(-num_similar // block_size) + EXTRA_BLOCKS
+  return num_blocks or max(-(-num_similar // block_size) + 1, -(-POOL_KEYS // block_size))
 
 
 def _block_similar(qs, keys, sums, counts, positional, num_similar, block_size, num_blocks):
