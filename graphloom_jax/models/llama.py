@@ -353,10 +353,28 @@ def self_attention(q, caches, index, step: Step, sparse: "SparseSpec | None", fu
 
 def fused_attention_impl(dtype, head_dim: int) -> str:
   """`jax.nn.dot_product_attention`'s implementation for this platform: cuDNN's flash attention
-  on a GPU for the 16-bit inputs and head sizes it takes, XLA's elsewhere."""
+  on a GPU for the 16-bit inputs and head sizes it takes (once seen to run there), XLA's
+  elsewhere."""
   cudnn = (jax.default_backend() == "gpu" and jnp.dtype(dtype) in (jnp.bfloat16, jnp.float16)
-           and head_dim % 8 == 0 and head_dim <= 128)
+           and head_dim % 8 == 0 and head_dim <= 128
+           and _cudnn_attention_runs(jnp.dtype(dtype).name, head_dim))
   return "cudnn" if cudnn else "xla"
+
+
+@functools.cache
+def _cudnn_attention_runs(dtype: str, head_dim: int) -> bool:
+  """Whether cuDNN's fused attention compiles and runs on this GPU for a small grouped-query,
+  masked problem like the decoder's (it needs a recent cuDNN and GPU generation); a refusal
+  falls back to XLA's implementation instead of failing the caller's compilation."""
+  q = jnp.ones((1, 16, 4, head_dim), dtype)
+  kv = jnp.ones((1, 16, 2, head_dim), dtype)
+  mask = jnp.tril(jnp.ones((16, 16), bool))[None, None]
+  try:
+    jax.block_until_ready(jax.nn.dot_product_attention(q, kv, kv, mask=mask,
+                                                       implementation="cudnn"))
+  except Exception:  # cuDNN reports unsupported configurations through several error types
+    return False
+  return True
 
 
 def memory_attention(q, mem, step: Step):
