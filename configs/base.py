@@ -45,7 +45,7 @@ def get_base_config() -> ml_collections.ConfigDict:
   c.memory.sink_tokens = 4
   c.memory.recent_tokens = 64  # L_recent
   c.memory.similar_tokens = 20  # |I_t| = 4 + 64 + 20 = 88
-  c.memory.similarity_block = 64  # >0: similar tokens via block-mean key summaries; 0: per token
+  c.memory.similarity_block = 64  # >0: block mode; 0: token mode (benchmarks/sparse_fidelity.md)
 
   c.router = ml_collections.ConfigDict()
   c.router.beta = 2.0
