@@ -76,8 +76,8 @@ def summary(name, answers, questions):
   actions = collections.Counter(a.correction.action for a in answers
                                 if a.correction and a.correction.action)
   stages = {s: float(np.median([a.timings.get(s, 0.0) for a in answers])) for s in STAGES}
-  online = float(np.median([sum(v for k, v in a.timings.items() if k != "instance_graph")
-                            for a in answers]))
+  online = float(np.median([sum(v for k, v in a.timings.items()
+                                if k not in ("instance_graph", "options")) for a in answers]))
   return dict(mode=name, em=scores["em"], f1=scores["f1"], mc_accuracy=100 * float(mc),
               supported=100 * float(supported), revised=sum(a.revised for a in answers),
               corrections=dict(actions), median_seconds=stages, online_median=online)

@@ -12,8 +12,10 @@ evidence. Read top to bottom, this is the system:
                         the active slots at every step inside the decoder's jitted loop
                         (layers >= memory.first_layer, sparse self-KV when memory.sparse);
                         "flat_rag": the same subgraph verbalised into the prompt;
-                        "no_retrieval": the question alone. Options, when given, are scored
-                        by length-normalised log-likelihood under the same conditioning.
+                        "no_retrieval": the question alone. GraphLoom's citations come from
+                        one teacher-forced pass over the answer (the router's active slots at
+                        its steps). Options, when given, are scored by length-normalised
+                        log-likelihood under the same conditioning (stage "options").
   6. verification       `pipeline.verify`: atomic claims, entailment by the configured verifier
                         against the evidence (>= tau_ent); when a claim fails, ONE revision
                         conditioned only on the verified evidence (below), verified again; the revision replaces the answer unless the verifier supports it
@@ -249,6 +251,8 @@ class GraphLoom:
     if all(it.graph is not None for it in items):
       self._prepare(items)
     self._decode(items, mode)
+    if mode == "graphloom":
+      self._cite(items)
     self._score_options(items, mode)
     answers = self._verify(items, mode)
     return answers
@@ -399,16 +403,15 @@ class GraphLoom:
             for it, rs in zip(items, ids) for r in rs]
     return {k: np.stack([r[k] for r in rows]) for k in rows[0]}
 
-  def _score_options(self, items: list[Prepared], mode: str) -> None:
-    """Option log-likelihoods and, in GraphLoom mode, the routed slots at the answer steps."""
-    t0 = time.perf_counter()
-    texts = [([it.text] if mode == "graphloom" else []) + (it.options or []) for it in items]
-    if not any(texts):
-      return
+  def _score(self, items: list[Prepared], mode: str, texts: list[list[str]]):
+    """Per row [prompt ; text ; EOS] (rows of all items in order): the text's mean token
+    log-likelihood [N] under the mode's conditioning, and in GraphLoom mode the router's gates
+    and active set [N, T, M]; plus the rows."""
     rows = self._rows(items, texts)
-    counts = [len(t) for t in texts]
+    gates = active = None
     if mode == "graphloom":
-      arrays = decode.repeat_rows(evidence_lib.stack([it.evidence for it in items]), counts)
+      arrays = decode.repeat_rows(evidence_lib.stack([it.evidence for it in items]),
+                                  [len(t) for t in texts])
       batch = {k: jnp.asarray(v) for k, v in {**arrays, **rows}.items()}
       lp, gates, active = decode.score_rows(self._heads_def, self._heads_state,
                                             self._backbone_def, self._backbone_state, batch,
@@ -418,19 +421,33 @@ class GraphLoom:
       logits = self.decoder.logits(rows["tokens"], rows["valid"])
       lp = decode.text_logprob(jnp.asarray(logits), jnp.asarray(rows["tokens"]),
                                jnp.asarray(rows["output_mask"]))
-    lp = np.asarray(lp)
-    start = 0
-    for it, n in zip(items, counts):
-      if mode == "graphloom":
-        steps = rows["loss_mask"][start]
-        it.cited = self._citations(it, gates[start][steps], active[start][steps])
-      if it.options:
-        scores = lp[start + (mode == "graphloom"): start + n]
-        it.option_scores = [float(s) for s in scores]
-      start += n
+    return np.asarray(lp), gates, active, rows
+
+  def _cite(self, items: list[Prepared]) -> None:
+    """GraphLoom mode: the routed slots at the answer's own steps (teacher-forced on it)."""
+    t0 = time.perf_counter()
+    _, gates, active, rows = self._score(items, "graphloom", [[it.text] for it in items])
+    for j, it in enumerate(items):
+      steps = rows["loss_mask"][j]
+      it.cited = self._citations(it, gates[j][steps], active[j][steps])
     seconds = (time.perf_counter() - t0) / len(items)
     for it in items:
       it.timings["decoding"] += seconds
+
+  def _score_options(self, items: list[Prepared], mode: str) -> None:
+    """Option log-likelihoods (multiple choice), under the same conditioning as the answer."""
+    t0 = time.perf_counter()
+    texts = [it.options or [] for it in items]
+    if any(texts):
+      lp, *_ = self._score(items, mode, texts)
+      start = 0
+      for it, opts in zip(items, texts):
+        if opts:
+          it.option_scores = [float(x) for x in lp[start:start + len(opts)]]
+        start += len(opts)
+    seconds = (time.perf_counter() - t0) / len(items)
+    for it in items:
+      it.timings["options"] = seconds if any(texts) else 0.0
 
   def _citations(self, it: Prepared, gates: np.ndarray, active: np.ndarray) -> list[CitedTriple]:
     """The triples of the slots routed at the answer steps (gates/active [steps, M]), each with

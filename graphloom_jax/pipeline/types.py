@@ -20,8 +20,8 @@ from graphloom_jax.graph.triples import Triple
 
 MODES = ("graphloom", "flat_rag", "no_retrieval")
 # Stage names of Answer.timings, in pipeline order.
-STAGES = ("instance_graph", "retrieval", "correction", "evidence", "decoding", "verification",
-          "revision")
+STAGES = ("instance_graph", "retrieval", "correction", "evidence", "decoding", "options",
+          "verification", "revision")
 
 
 def triple_source(t: Triple) -> dict[str, Any]:
