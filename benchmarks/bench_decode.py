@@ -5,7 +5,8 @@ thread count), plus the memory-bandwidth roofline.
   python benchmarks/bench_decode.py [--new_tokens=128] [--dtype=float32] [--repeats=3]
 
 Both sides generate exactly `new_tokens` tokens (EOS ignored) and are timed end to end after a
-warm-up run (prefill included on both sides, compilation excluded for JAX).
+warm-up run (prefill included on both sides, compilation excluded for JAX), their timed runs
+alternating.
 """
 
 import os
@@ -50,17 +51,9 @@ def main(argv):
   run = lambda: dec.generate_ids([ids], f.new_tokens, eos_ids=[-1])
   out = run()  # compile
   assert len(out[0]) == f.new_tokens
-  jax_s = statistics.median(_timed(run) for _ in range(f.repeats))
-  jax_tps = f.new_tokens / jax_s
-  print(f"prompt {len(ids)} tokens, {f.new_tokens} new tokens, {threads} threads")
-  print(f"JAX ({f.dtype}):        {jax_tps:7.1f} tokens/s  ({jax_s:.2f} s)  "
-        f"[unstack_layers={dec.unstack_layers}]")
-  dec.unstack_layers = not dec.unstack_layers  # the other weight form, for reference
-  run()
-  other_s = statistics.median(_timed(run) for _ in range(f.repeats))
-  print(f"  with unstack_layers={dec.unstack_layers}: {f.new_tokens / other_s:7.1f} tokens/s")
-  dec.unstack_layers = not dec.unstack_layers
-
+  print(f"prompt {len(ids)} tokens, {f.new_tokens} new tokens, {threads} threads, load average "
+        f"{os.getloadavg()[0]:.1f}")
+  gen = None
   if f.torch:
     import torch
     import transformers
@@ -69,14 +62,32 @@ def main(argv):
     ref = transformers.AutoModelForCausalLM.from_pretrained(
         str(path.parent), gguf_file=path.name, dtype=torch.float32).eval()
     inputs = torch.as_tensor([ids])
-    gen = lambda: ref.generate(inputs, max_new_tokens=f.new_tokens, min_new_tokens=f.new_tokens,
-                               do_sample=False, pad_token_id=dec.tokenizer.pad_id)
-    with torch.no_grad():
-      gen()
-      torch_s = statistics.median(_timed(gen) for _ in range(f.repeats))
+
+    def gen():
+      with torch.no_grad():
+        ref.generate(inputs, max_new_tokens=f.new_tokens, min_new_tokens=f.new_tokens,
+                     do_sample=False, pad_token_id=dec.tokenizer.pad_id)
+    gen()
+  # JAX and PyTorch runs alternate, so that load from other processes falls on both.
+  jax_times, torch_times = [], []
+  for _ in range(f.repeats):
+    jax_times.append(_timed(run))
+    if gen is not None:
+      torch_times.append(_timed(gen))
+  jax_s = statistics.median(jax_times)
+  jax_tps = f.new_tokens / jax_s
+  print(f"JAX ({f.dtype}):        {jax_tps:7.1f} tokens/s  ({jax_s:.2f} s)  "
+        f"[unstack_layers={dec.unstack_layers}]")
+  if gen is not None:
+    torch_s = statistics.median(torch_times)
     torch_tps = f.new_tokens / torch_s
     print(f"PyTorch (float32):    {torch_tps:7.1f} tokens/s  ({torch_s:.2f} s)")
     print(f"ratio JAX / PyTorch:  {jax_tps / torch_tps:7.2f}x")
+  dec.unstack_layers = not dec.unstack_layers  # the other weight form, for reference
+  run()
+  other_s = statistics.median(_timed(run) for _ in range(f.repeats))
+  print(f"  with unstack_layers={dec.unstack_layers}: {f.new_tokens / other_s:7.1f} tokens/s")
+  dec.unstack_layers = not dec.unstack_layers
 
   n_params = sum(int(np.prod(s)) for s in dec.config.param_shapes().values())
   bytes_per = 2 if f.dtype == "bfloat16" else 4
