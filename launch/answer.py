@@ -86,11 +86,14 @@ def summary(name, answers, questions):
 def print_summary(rows, n, split):
   print(f"\nSceneKB {split}, {n} questions")
   print(f"{'mode':13s} {'EM':>6s} {'F1':>6s} {'MC acc':>7s} {'supported':>9s} {'revised':>7s} "
-        f"{'online s':>8s}  corrective actions")
+        f"{'s/quest.':>8s}  corrective actions")
   for r in rows:
     acts = ", ".join(f"{k}: {v}" for k, v in sorted(r["corrections"].items())) or "none fired"
     print(f"{r['mode']:13s} {r['em']:6.1f} {r['f1']:6.1f} {r['mc_accuracy']:7.1f} "
           f"{r['supported']:8.1f}% {r['revised']:7d} {r['online_median']:8.3f}  {acts}")
+  print("s/quest.: median seconds per question of this run without the instance graph and the "
+        "option scoring, jit compilation of the first batch included (warm latency: "
+        "benchmarks/bench_pipeline_latency.py)")
   print("median seconds per stage: " + "; ".join(
       f"{r['mode']}: " + ", ".join(f"{s} {v:.3f}" for s, v in r["median_seconds"].items())
       for r in rows))
