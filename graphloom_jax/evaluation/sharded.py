@@ -40,6 +40,7 @@ so only mode "no_retrieval" runs on them.
 
 from __future__ import annotations
 
+import abc
 import collections
 import dataclasses
 import hashlib
@@ -76,7 +77,7 @@ class Example:
   instance_id: str | None = None  # the SceneKB scene whose graph the pipeline reads
 
 
-class Dataset:
+class Dataset(abc.ABC):
   """A split as a sequence of Examples; `scene_graph(example)` is its triples (None: none)."""
 
   name: str
@@ -84,11 +85,13 @@ class Dataset:
   has_graphs: bool = False
   kb_sources: Sequence = ()  # knowledge sources for instance-graph enrichment
 
+  @abc.abstractmethod
   def __len__(self) -> int:
-    raise NotImplementedError
+    ...
 
+  @abc.abstractmethod
   def examples(self, start: int, stop: int) -> list[Example]:
-    raise NotImplementedError
+    """Examples [start, stop) in split order."""
 
   def scene_graph(self, example: Example):
     return None

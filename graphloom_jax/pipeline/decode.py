@@ -54,8 +54,13 @@ def score_rows(heads_def, heads_state, backbone_def, backbone_state, batch, *, f
   return lp, r.gates, r.active & batch["slot_valid"][:, None, :]
 
 
-@jax.jit
-def text_logprob(logits, tokens, output_mask):
+@functools.partial(jax.jit, static_argnames=("backbone_def",))
+def score_text_rows(backbone_def, backbone_state, tokens, valid, output_mask):
+  """`score_rows` without memory (the text modes): the mean token log-likelihood [B] of each
+  row's generated part, computed on the device (the [B, T, V] logits never leave it)."""
+  backbone = nnx.merge(backbone_def, backbone_state)
+  cache = llama.KVCache.init(backbone.config, tokens.shape[0], tokens.shape[1], backbone.dtype)
+  logits, _, _ = backbone(tokens, cache, valid)
   return answers.option_logprob(logits, tokens, output_mask)
 
 

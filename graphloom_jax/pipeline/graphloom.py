@@ -156,6 +156,7 @@ class Prepared:
   graph: instance.InstanceGraph | None
   timings: dict[str, float]
   embedding: np.ndarray | None = None
+  retriever: sg.BoundedRetriever | None = None
   subgraph: sg.Subgraph | None = None
   correction: Any = None
   evidence: evidence_lib.Evidence | None = None
@@ -195,9 +196,9 @@ class GraphLoom:
     self.sparse = llama.SparseSpec.from_config(config.memory)
     self.first_layer = config.memory.first_layer
     self.subgraph_config = sg.SubgraphConfig.from_config(config.retrieval)
+    self._backbone_def, self._backbone_state = nnx.split(decoder.model)
     if heads is not None:
       self._heads_def, self._heads_state = nnx.split(heads)
-      self._backbone_def, self._backbone_state = nnx.split(decoder.model)
 
   def _default_verifier(self):
     """The judge config.eval.verifier names ("decoder", "decoder_calibrated", "graph" or
@@ -322,16 +323,15 @@ class GraphLoom:
     retrievers = [sg.BoundedRetriever(it.graph.pool, self.embedder, self.subgraph_config,
                                       query_writer=self.writer) for it in items]
     subs = sg.retrieve_batch(retrievers, [it.question for it in items], list(vecs), self.writer)
-    for it, v, s in zip(items, vecs, subs):
-      it.embedding, it.subgraph = v, s
+    for it, r, v, s in zip(items, retrievers, vecs, subs):
+      it.retriever, it.embedding, it.subgraph = r, v, s
       it.timings["retrieval"] = embed_seconds + s.timings["total"]
-    self._retrievers = retrievers
 
   def _correct(self, items: list[Prepared]) -> None:
-    for it, r in zip(items, self._retrievers):
+    for it in items:
       t0 = time.perf_counter()
       it.subgraph, it.correction = correct_lib.correct(
-          it.question, it.embedding, it.subgraph, r, self.embedder, self.writer, self.evaluator,
+          it.question, it.embedding, it.subgraph, it.retriever, self.embedder, self.writer, self.evaluator,
           self.selector, self.config, self.wordnet)
       it.timings["correction"] = time.perf_counter() - t0
 
@@ -418,9 +418,8 @@ class GraphLoom:
                                             first_layer=self.first_layer)
       gates, active = np.asarray(gates), np.asarray(active)
     else:
-      logits = self.decoder.logits(rows["tokens"], rows["valid"])
-      lp = decode.text_logprob(jnp.asarray(logits), jnp.asarray(rows["tokens"]),
-                               jnp.asarray(rows["output_mask"]))
+      lp = decode.score_text_rows(self._backbone_def, self._backbone_state, rows["tokens"],
+                                  rows["valid"], rows["output_mask"])
     return np.asarray(lp), gates, active, rows
 
   def _cite(self, items: list[Prepared]) -> None:
