@@ -7,6 +7,7 @@ Model weights are passed to the jitted functions as arguments (never baked in as
 """
 
 import functools
+import math
 import os
 import pathlib
 from typing import Sequence
@@ -23,6 +24,89 @@ from graphloom_jax.ops import routing
 
 PROMPT_BUCKET = 64
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+SEED_RANGE = (0, 2**32 - 1)  # what jax.random.key and numpy both take without wrapping
+
+
+def _is_int(x) -> bool:
+  return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def _is_real(x) -> bool:
+  return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(
+      x, (bool, np.bool_))
+
+
+def _finite(x) -> bool:
+  try:
+    return math.isfinite(float(x))
+  except OverflowError:  # an int beyond float range
+    return False
+
+
+def check_positive_int(value, name: str) -> int:
+  """`value` as an int when it is an integer >= 1 (bools and floats refused), else an error
+  naming `name`."""
+  if not _is_int(value):
+    raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+  if value < 1:
+    raise ValueError(f"{name} must be >= 1, got {value}")
+  return int(value)
+
+
+def check_sampling(temperature, top_p, seed) -> tuple[float, float, int]:
+  """Validated (temperature, top_p, seed): temperature a finite number >= 0 (0 = greedy),
+  top_p in (0, 1], seed an integer in SEED_RANGE. Anything else is an error naming the
+  argument, never a silent fallback to greedy decoding."""
+  if not _is_real(temperature):
+    raise TypeError(f"temperature must be a number, got {type(temperature).__name__} "
+                    f"{temperature!r}")
+  if not _finite(temperature) or temperature < 0:
+    raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {temperature}")
+  if not _is_real(top_p):
+    raise TypeError(f"top_p must be a number, got {type(top_p).__name__} {top_p!r}")
+  if not _finite(top_p) or not 0 < top_p <= 1:
+    raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+  if not _is_int(seed):
+    raise TypeError(f"seed must be an integer, got {type(seed).__name__} {seed!r}")
+  if not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
+    raise ValueError(f"seed must be in [{SEED_RANGE[0]}, {SEED_RANGE[1]}], got {seed}")
+  return float(temperature), float(top_p), int(seed)
+
+
+def check_token_rows(rows, vocab_size: int, name: str = "prompt_ids") -> list[np.ndarray]:
+  """Each row of `rows` as an int32 array: a non-empty 1-D sequence of integer token ids in
+  [0, vocab_size). Floats (3.7 would silently become 3), bools and strings are refused."""
+  if isinstance(rows, (str, bytes)) or not hasattr(rows, "__len__"):
+    raise TypeError(f"{name} must be a list of token id lists, got {type(rows).__name__}")
+  if len(rows) == 0:
+    raise ValueError(f"{name}: no prompts given")
+  out = []
+  for i, row in enumerate(rows):
+    if isinstance(row, (str, bytes)) or not hasattr(row, "__len__"):
+      raise TypeError(f"{name}[{i}] must be a list of token ids, got {type(row).__name__}")
+    if len(row) == 0:
+      raise ValueError(f"{name}[{i}]: prompt {i} is empty")
+    if hasattr(row, "__array__"):  # numpy / jax arrays: their dtype decides
+      arr = np.asarray(row)
+      integral = np.issubdtype(arr.dtype, np.integer)
+    else:  # lists: every element (numpy would turn [True, 2] or [1.0, 2] into integers)
+      integral = all(_is_int(t) for t in row)
+      arr = np.asarray(row) if integral else None
+    if not integral:
+      bad = next((t for t in (row.tolist() if hasattr(row, "tolist") else row)
+                  if not _is_int(t)), None)
+      raise TypeError(f"{name}[{i}] holds a non-integer token id {bad!r}; token ids must be "
+                      "integers")
+    if arr.ndim != 1:
+      raise ValueError(f"{name}[{i}] must be a flat list of token ids, got shape {arr.shape}")
+    arr = arr.astype(np.int64)
+    if arr.min() < 0 or arr.max() >= vocab_size:
+      raise ValueError(f"{name}[{i}] has token ids out of range [0, {vocab_size}): min "
+                       f"{arr.min()}, max {arr.max()}")
+    out.append(arr.astype(np.int32))
+  return out
 
 
 def _bucket(n: int, multiple: int) -> int:
@@ -156,7 +240,8 @@ class Decoder:
     self.config = model.config
     self.tokenizer = tokenizer
     self.source = source
-    self.max_seq_len = int(max_seq_len or model.config.max_position_embeddings)
+    self.max_seq_len = (int(model.config.max_position_embeddings) if max_seq_len is None
+                        else check_positive_int(max_seq_len, "max_seq_len"))
     self._graphdef, self._state = nnx.split(model)
 
   @property
@@ -205,12 +290,16 @@ class Decoder:
                        "to generate_ids() instead")
     if isinstance(prompts, str):
       raise TypeError("prompts must be a list of strings, not a single string")
-    out = []
+    if not isinstance(chat, (bool, np.bool_)):
+      raise TypeError(f"chat must be True or False, got {type(chat).__name__} {chat!r}")
+    if not hasattr(prompts, "__len__") or len(prompts) == 0:
+      raise ValueError("prompts must be a non-empty list of strings")
     for i, prompt in enumerate(prompts):
-      if not isinstance(prompt, str) or not prompt.strip():
+      if not isinstance(prompt, str):
+        raise TypeError(f"prompt {i} must be a string, got {type(prompt).__name__}")
+      if not prompt.strip():
         raise ValueError(f"prompt {i} is empty")
-      out.append(self.tokenizer.chat_ids(prompt) if chat else self.tokenizer.encode(prompt))
-    return out
+    return [self.tokenizer.chat_ids(p) if chat else self.tokenizer.encode(p) for p in prompts]
 
   def generate_ids(self, prompt_ids: Sequence[Sequence[int]], max_new_tokens: int = 64, *,
                    temperature: float = 0.0, top_p: float = 1.0, seed: int = 0,
@@ -221,29 +310,30 @@ class Decoder:
     (the EOS is not returned). With `memory` (and optionally a `router` recomputing the active
     slots at every step) layers >= first_layer attend jointly to prefix, slots and their own
     cache; with `sparse` each decoding step reads only the sparse set I_t of the cache."""
-    if not prompt_ids:
-      raise ValueError("no prompts given")
-    if max_new_tokens < 1:
-      raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-    lengths = [len(p) for p in prompt_ids]
+    rows = check_token_rows(prompt_ids, self.config.vocab_size)
+    max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
+    temperature, top_p, seed = check_sampling(temperature, top_p, seed)
+    if not _is_int(first_layer):
+      raise TypeError(f"first_layer must be an integer, got {type(first_layer).__name__}")
+    lengths = [len(p) for p in rows]
     for i, n in enumerate(lengths):
-      if n == 0:
-        raise ValueError(f"prompt {i} is empty")
       if n + max_new_tokens > self.max_seq_len:
         raise ValueError(f"prompt {i} has {n} tokens; with max_new_tokens={max_new_tokens} it "
                          f"exceeds the context of {self.max_seq_len} tokens")
     if eos_ids is None:
       eos_ids = self.tokenizer.eos_ids if self.tokenizer else self.config.eos_token_ids
+    elif isinstance(eos_ids, (str, bytes)) or not all(_is_int(t) for t in eos_ids):
+      raise TypeError(f"eos_ids must be a list of integer token ids, got {eos_ids!r}")
     pad = self.tokenizer.pad_id if self.tokenizer else 0
     width = min(_bucket(max(lengths), PROMPT_BUCKET), self.max_seq_len - max_new_tokens)
     max_new = min(_pow2(max_new_tokens), self.max_seq_len - width)
-    tokens = np.full((len(prompt_ids), width), pad, np.int32)
+    tokens = np.full((len(rows), width), pad, np.int32)
     valid = np.zeros(tokens.shape, bool)
-    for i, p in enumerate(prompt_ids):
-      tokens[i, width - len(p):] = np.asarray(p, np.int32)
+    for i, p in enumerate(rows):
+      tokens[i, width - len(p):] = p
       valid[i, width - len(p):] = True
     self._check_ids(tokens)
-    _check_memory(memory, len(prompt_ids))
+    _check_memory(memory, len(rows))
     router_def, router_state = _split_router(router)
     out = _generate(self._graphdef, self._state, tokens, valid,
                     jnp.asarray(list(eos_ids) or [-1], jnp.int32), jax.random.key(seed),
