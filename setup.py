@@ -28,6 +28,7 @@ RUNTIME = [
     "scipy",
     "word2number>=1.1",  # number words, as the official MultimodalQA scorer reads them
     "tensorboardX",
+    "apache-beam>=2.77",  # graph building beyond one machine (data/beam_graphs.py); pins protobuf<7
 ]
 
 TEST = [
