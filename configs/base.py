@@ -111,6 +111,8 @@ def get_base_config() -> ml_collections.ConfigDict:
   # of them (effective batch batch_size * grad_accum).
   c.train.seq_len = 128  # prompt + answer tokens per training row (right-padded)
   c.train.data = "scenekb"  # the embedded benchmark
+  # "" = the embedded SceneKB; else a folder written by `build_benchmark --out` (SceneKB v2).
+  c.train.data_root = ""
   c.train.max_train_examples = 0  # 0 = the whole training split
   c.train.eval_examples = 128  # validation questions scored at each evaluation (0 = all)
   c.train.shuffle_seed = 0
@@ -166,4 +168,27 @@ def get_base_config() -> ml_collections.ConfigDict:
   c.eval.verifier_graph_hops = 3  # at most this many triples per path (answer -> named entity)
   c.eval.verify_evidence = 10  # triples the verifier reads and a revision may use
   c.eval.max_new_tokens = 32
+
+  # The device mesh of answering and evaluation (pipeline/sharding.py), over this process's
+  # devices: batch rows split over "data", the decoder's parameters over "model" (Megatron,
+  # llama.PARTITIONS). 0 = every local device (data: every one not on "model"); 1 x 1 = one
+  # device, no mesh. E.g. --config.mesh.data=0 for data-parallel evaluation.
+  c.mesh = ml_collections.ConfigDict()
+  c.mesh.data = 1
+  c.mesh.model = 1
+
+  # Answering-time ablation switches (pipeline/ablation.py); training runs the full system.
+  c.ablation = ml_collections.ConfigDict()
+  c.ablation.router = "learned"  # "uniform": all valid slots active, equal gates (-router)
+  c.ablation.prefix = True  # False: the fusion prefix masked out of the attention (-prefix)
+  # Comma-separated router features neutralised: retrieval_score, conf_ext, centrality, context.
+  c.ablation.drop_features = ""
+  c.ablation.corrective = True  # False: no corrective retrieval (-corrective)
+  c.ablation.revision = True  # False: verification without revision (-revision)
+
+  # The prompt of the text modes (flat_rag, no_retrieval, routed_text; pipeline/prompts.py):
+  # "instruct" (the GraphLoom prompt), "terse" (answer in one or two words) or "fewshot" (three
+  # worked examples first). GraphLoom keeps the prompt its heads were trained with.
+  c.baseline = ml_collections.ConfigDict()
+  c.baseline.prompt = "instruct"
   return c

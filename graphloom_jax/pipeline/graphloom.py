@@ -46,10 +46,12 @@ from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.models import heads as heads_lib
 from graphloom_jax.models import llama, load_embedder
 from graphloom_jax.models import router as router_lib
+from graphloom_jax.pipeline import ablation as ablation_lib
 from graphloom_jax.pipeline import correct as correct_lib
 from graphloom_jax.pipeline import decode, evidence as evidence_lib, instance, prompts
+from graphloom_jax.pipeline import sharding as sharding_lib
 from graphloom_jax.pipeline import verify as verify_lib
-from graphloom_jax.pipeline.types import MODES, Answer, CitedTriple, Claim
+from graphloom_jax.pipeline.types import ALL_MODES, Answer, CitedTriple, Claim
 from graphloom_jax.retrieval import factory
 from graphloom_jax.retrieval import subgraph as sg
 
@@ -175,9 +177,16 @@ class GraphLoom:
 
   def __init__(self, config, decoder: decoder_lib.Decoder, embedder, heads=None,
                verifier: verify_lib.Verifier | None = None, writer=None, kb_sources=(),
-               wordnet=None):
+               wordnet=None, mesh: jax.sharding.Mesh | None = None):
     self.config = config
     self.decoder = decoder
+    # The device mesh of decoding and scoring (pipeline/sharding.py): batches split over
+    # "data", the decoder's parameters already placed on it (from_config does), the heads
+    # replicated over it here. None: one device.
+    self.mesh = mesh
+    sharding_lib.check_on_mesh(decoder, mesh)
+    if heads is not None:
+      sharding_lib.replicate(heads, mesh)
     self.embedder = (embedder if isinstance(embedder, evidence_lib.MemoEmbedder)
                      else evidence_lib.MemoEmbedder(embedder))
     self.embed_dim = int(self.embedder.embed(["."]).shape[1])
@@ -196,9 +205,17 @@ class GraphLoom:
     self.sparse = llama.SparseSpec.from_config(config.memory)
     self.first_layer = config.memory.first_layer
     self.subgraph_config = sg.SubgraphConfig.from_config(config.retrieval)
+    self.ablation = ablation_lib.Ablation.from_config(config)
+    self.prompt_style = config.baseline.prompt
+    if self.prompt_style not in prompts.STYLES:
+      raise ValueError(f"config.baseline.prompt={self.prompt_style!r}; expected one of "
+                       f"{prompts.STYLES}")
     self._backbone_def, self._backbone_state = nnx.split(decoder.model)
     if heads is not None:
-      self._heads_def, self._heads_state = nnx.split(heads)
+      # What decoding calls: the trained heads, or them with the -router / -prefix switches.
+      self.decode_heads = (ablation_lib.AblatedHeads(heads, self.ablation)
+                           if self.ablation.changes_heads else heads)
+      self._heads_def, self._heads_state = nnx.split(self.decode_heads)
 
   def _default_verifier(self):
     """The judge config.eval.verifier names ("decoder", "decoder_calibrated", "graph" or
@@ -206,15 +223,19 @@ class GraphLoom:
     return verify_lib.from_config(self.config.eval, self.decoder, self.fmt.tok)
 
   @classmethod
-  def from_config(cls, config, heads: str | None = None, **kwargs) -> "GraphLoom":
+  def from_config(cls, config, heads: str | None = None,
+                  mesh: jax.sharding.Mesh | None = None, **kwargs) -> "GraphLoom":
     """Decoder and embedder as `config` names them; `heads` a folder written by `save_heads`
-    (or by `launch.train`'s export), None for the text modes only."""
-    dec = decoder_lib.from_config(config.model)
+    (or by `launch.train`'s export), None for the text modes only. The device mesh is
+    `mesh`, else the one config.mesh selects (`sharding.mesh_from_config`; 1 x 1 = none); the
+    decoder's parameters are loaded onto it (split over "model" by llama.PARTITIONS)."""
+    mesh = sharding_lib.mesh_from_config(config) if mesh is None else mesh
+    dec = sharding_lib.load_decoder(config.model, mesh)
     emb = evidence_lib.MemoEmbedder(load_embedder(config.embedder.path or None))
     loaded = None
     if heads is not None:
       loaded = load_heads(heads, config, dec, int(emb.embed(["."]).shape[1]))
-    return cls(config, dec, emb, loaded, **kwargs)
+    return cls(config, dec, emb, loaded, mesh=mesh, **kwargs)
 
   @classmethod
   def from_pretrained(cls, name: str = "embedded", **kwargs) -> "GraphLoom":
@@ -251,6 +272,8 @@ class GraphLoom:
     items = self._items(questions, triples, objects, options, mode)
     if all(it.graph is not None for it in items):
       self._prepare(items)
+    if mode == "routed_text":
+      self._route_text(items)
     self._decode(items, mode)
     if mode == "graphloom":
       self._cite(items)
@@ -274,10 +297,10 @@ class GraphLoom:
 
   def _items(self, questions, triples, objects, options, mode, need_heads: bool = True
              ) -> list[Prepared]:
-    if mode not in MODES:
-      raise ValueError(f"mode={mode!r}; expected one of {MODES}")
-    if mode == "graphloom" and need_heads and self.heads is None:
-      raise ValueError("mode='graphloom' needs trained heads: build with from_pretrained or "
+    if mode not in ALL_MODES:
+      raise ValueError(f"mode={mode!r}; expected one of {ALL_MODES}")
+    if mode in ("graphloom", "routed_text") and need_heads and self.heads is None:
+      raise ValueError(f"mode={mode!r} needs trained heads: build with from_pretrained or "
                        "from_config(config, heads=DIR)")
     if isinstance(questions, str):
       raise TypeError("answer_batch takes a list of questions; use answer() for one")
@@ -328,6 +351,10 @@ class GraphLoom:
       it.timings["retrieval"] = embed_seconds + s.timings["total"]
 
   def _correct(self, items: list[Prepared]) -> None:
+    if not self.ablation.corrective:  # -corrective: the first subgraph is the evidence
+      for it in items:
+        it.timings["correction"] = 0.0
+      return
     for it in items:
       t0 = time.perf_counter()
       it.subgraph, it.correction = correct_lib.correct(
@@ -346,10 +373,16 @@ class GraphLoom:
 
   # ---------------------------------------------------------------- decoding
 
+  def _arrays(self, items: list[Prepared]) -> dict[str, np.ndarray]:
+    """The items' stacked evidence arrays as the router will read them (features dropped by
+    ablation.drop_features neutralised)."""
+    return ablation_lib.neutralise(evidence_lib.stack([it.evidence for it in items]),
+                                   self.ablation)
+
   def _memory(self, arrays: dict[str, np.ndarray]):
     batch = {k: jnp.asarray(v) for k, v in arrays.items()}
-    mem, inputs = self.heads.memory(batch, self.decoder.dtype)
-    return mem, router_lib.BoundRouter(self.heads.router, inputs)
+    mem, inputs = self.decode_heads.memory(batch, self.decoder.dtype)
+    return mem, ablation_lib.bound_router(self.decode_heads.router, inputs)
 
   def _fit(self, it: Prepared, make_ids, lines: Sequence[str]) -> tuple[list[int], int]:
     """Prompt ids from `make_ids(lines[:n])` with the largest n whose prompt leaves room for
@@ -368,26 +401,46 @@ class GraphLoom:
     return ids, n
 
   def _prompt(self, it: Prepared, mode: str) -> list[int]:
-    if mode == "flat_rag":
-      lines = [f"{t.verbalize()}." for t in it.evidence.triples]
-      return self._fit(it, lambda ls: self.fmt.evidence_prompt_ids(it.question, ls), lines)[0]
-    return self._fit(it, lambda ls: self.fmt.prompt_ids(it.question), [])[0]
+    """GraphLoom: the prompt its heads were trained with; the text modes: baseline.prompt's
+    style, Flat-RAG with the subgraph's triples, routed_text with the routed ones."""
+    style = self.prompt_style
+    if mode in ("flat_rag", "routed_text"):
+      triples = (it.evidence.triples if mode == "flat_rag" else [c.triple for c in it.cited])
+      lines = [f"{t.verbalize()}." for t in triples]
+      return self._fit(it, lambda ls: self.fmt.evidence_prompt_ids(it.question, ls, style),
+                       lines)[0]
+    if mode == "graphloom":
+      style = "instruct"
+    return self._fit(it, lambda ls: self.fmt.prompt_ids(it.question, style), [])[0]
+
+  def _route_text(self, items: list[Prepared]) -> None:
+    """-KG-JSA++ (mode routed_text): the slots the router activates at the first answer step of
+    GraphLoom's own prompt, as cited triples (their verbalisations become the text evidence)."""
+    t0 = time.perf_counter()
+    for it in items:
+      it.prompt = self._prompt(it, "graphloom")
+    _, gates, active, rows = self._score(items, "graphloom", [[""] for _ in items])
+    for j, it in enumerate(items):
+      first = int(np.argmax(rows["loss_mask"][j]))
+      it.cited = self._citations(it, gates[j][first:first + 1], active[j][first:first + 1])
+      it.timings["decoding"] = time.perf_counter() - t0
 
   def _generate(self, prompt_ids: list[list[int]], mode: str, arrays=None) -> list[list[int]]:
     kwargs = {}
     if mode == "graphloom":
-      mem, router = self._memory(arrays)
-      kwargs = dict(memory=mem, router=router, first_layer=self.first_layer, sparse=self.sparse)
+      kwargs = dict(arrays=arrays, memory_fn=self._memory, first_layer=self.first_layer,
+                    sparse=self.sparse)
     elif self.sparse is not None:
       kwargs = dict(sparse=self.sparse)
-    return self.decoder.generate_ids(prompt_ids, self.config.eval.max_new_tokens, **kwargs)
+    return decode.generate(self.decoder, prompt_ids, self.config.eval.max_new_tokens,
+                           mesh=self.mesh, **kwargs)
 
   def _decode(self, items: list[Prepared], mode: str, arrays=None) -> None:
     t0 = time.perf_counter()
     for it in items:
       it.prompt = self._prompt(it, mode)
     if arrays is None and mode == "graphloom":
-      arrays = evidence_lib.stack([it.evidence for it in items])
+      arrays = self._arrays(items)
     outs = self._generate([it.prompt for it in items], mode, arrays)
     seconds = (time.perf_counter() - t0) / len(items)
     for it, ids in zip(items, outs):
@@ -410,16 +463,15 @@ class GraphLoom:
     rows = self._rows(items, texts)
     gates = active = None
     if mode == "graphloom":
-      arrays = decode.repeat_rows(evidence_lib.stack([it.evidence for it in items]),
-                                  [len(t) for t in texts])
+      arrays = decode.repeat_rows(self._arrays(items), [len(t) for t in texts])
       batch = {k: jnp.asarray(v) for k, v in {**arrays, **rows}.items()}
       lp, gates, active = decode.score_rows(self._heads_def, self._heads_state,
                                             self._backbone_def, self._backbone_state, batch,
-                                            first_layer=self.first_layer)
+                                            first_layer=self.first_layer, mesh=self.mesh)
       gates, active = np.asarray(gates), np.asarray(active)
     else:
       lp = decode.score_text_rows(self._backbone_def, self._backbone_state, rows["tokens"],
-                                  rows["valid"], rows["output_mask"])
+                                  rows["valid"], rows["output_mask"], mesh=self.mesh)
     return np.asarray(lp), gates, active, rows
 
   def _cite(self, items: list[Prepared]) -> None:
@@ -494,7 +546,8 @@ class GraphLoom:
                       evidence=it.cited, claims=claims, correction=it.correction,
                       retrieved=list(it.subgraph.edges) if it.subgraph else [],
                       timings=it.timings)
-      if mode != "no_retrieval" and lines and not answer.supported:
+      if (self.ablation.revision and mode != "no_retrieval" and lines
+          and not answer.supported):
         revise.append((it, answer, rows, lines))
       out.append(answer)
     if revise:
@@ -517,7 +570,7 @@ class GraphLoom:
       keep.append(set(rows[:n]))
     arrays = None
     if mode == "graphloom":
-      arrays = evidence_lib.stack([it.evidence for it in items])
+      arrays = self._arrays(items)
       # Only the verified triples' slots stay valid in the revision's memory.
       index = arrays["slot_triple"]
       allowed = np.array([[i in k for i in row] for row, k in zip(index, keep)])

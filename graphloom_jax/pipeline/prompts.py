@@ -26,6 +26,42 @@ PLAIN_PROMPT = "Question: {question}\nAnswer:"  # without a chat template (byte-
 EVIDENCE_PROMPT = ("Answer the question about the scene in a few words.\nEvidence:\n{evidence}\n"
                    "Question: {question}")
 
+# The text modes' prompt styles (config.baseline.prompt), chosen for the prompt baselines on
+# validation: "instruct" is PROMPT / EVIDENCE_PROMPT; "terse" asks for a word or two; "fewshot"
+# puts three worked examples (made up, in the benchmark's question forms) before the question.
+TERSE = "Answer with one or two words only, no sentence.\n"
+_SHOTS = (
+    ("What is the woman holding?", ["woman holding umbrella", "woman wearing hat"], "umbrella"),
+    ("What kind of thing is the cup?", ["cup is a container", "cup on table"], "container"),
+    ("Which thing on the desk is a kind of device?",
+     ["lamp on desk", "lamp is a device", "book on desk"], "lamp"),
+)
+STYLES = ("instruct", "terse", "fewshot")
+
+
+def _fewshot(with_evidence: bool) -> str:
+  parts = []
+  for q, ev, a in _SHOTS:
+    head = "Evidence:\n" + "\n".join(f"{e}." for e in ev) + "\n" if with_evidence else ""
+    parts.append(f"{head}Question: {q}\nAnswer: {a}\n")
+  return "\n".join(parts) + "\n"
+
+
+def styled(style: str, question: str, evidence: Sequence[str] | None = None) -> str:
+  """The text-mode prompt of `style` (STYLES) for a question, with evidence lines or None."""
+  if style not in STYLES:
+    raise ValueError(f"prompt style {style!r}; expected one of {STYLES}")
+  if evidence is None:
+    body = PROMPT.format(question=question)
+  else:
+    body = EVIDENCE_PROMPT.format(evidence="\n".join(evidence), question=question)
+  if style == "instruct":
+    return body
+  rest = body.split("\n", 1)[1]  # without the "in a few words" instruction
+  if style == "terse":
+    return TERSE + rest
+  return TERSE + _fewshot(evidence is not None) + rest + "\nAnswer:"
+
 
 class ByteTokenizer:
   """UTF-8 bytes offset by 3 (0 pad, 1 begin, 2 end): tokenizer-less (random) decoders."""
@@ -62,18 +98,25 @@ class TextFormat:
       return list(self.tok.chat_ids(text))
     return [ByteTokenizer.bos_id] * isinstance(self.tok, ByteTokenizer) + self.tok.encode(text)
 
-  def prompt_ids(self, question: str) -> list[int]:
+  def prompt_ids(self, question: str, style: str = "instruct") -> list[int]:
+    if style != "instruct":
+      return self.text_ids(styled(style, question))
     if self.tok.has_chat_template:
       return self._ids(PROMPT.format(question=question))
     return self._ids(PLAIN_PROMPT.format(question=question))
 
-  def evidence_prompt_ids(self, question: str, evidence: Sequence[str]) -> list[int]:
+  def evidence_prompt_ids(self, question: str, evidence: Sequence[str],
+                          style: str = "instruct") -> list[int]:
     """Prompt with evidence sentences in the text (Flat-RAG, and the evidence-bound revision)."""
-    text = EVIDENCE_PROMPT.format(evidence="\n".join(evidence), question=question)
+    text = styled(style, question, evidence)
+    if style == "fewshot":
+      return self._ids(text)
     return self._ids(text if self.tok.has_chat_template else text + "\nAnswer:")
 
   def text_ids(self, text: str) -> list[int]:
     """Any instruction text as a prompt (chat template when there is one)."""
+    if text.endswith("Answer:"):
+      return self._ids(text)
     return self._ids(text if self.tok.has_chat_template else text + "\nAnswer:")
 
   def answer_ids(self, answer: str) -> list[int]:

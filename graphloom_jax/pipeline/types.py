@@ -19,6 +19,10 @@ from typing import Any
 from graphloom_jax.graph.triples import Triple
 
 MODES = ("graphloom", "flat_rag", "no_retrieval")
+# The -KG-JSA++ ablation: the slots GraphLoom's router picks at the first answer step, verbalised
+# into a Flat-RAG prompt instead of the memory (pipeline/ablation.py).
+ABLATION_MODES = ("routed_text",)
+ALL_MODES = MODES + ABLATION_MODES
 # Stage names of Answer.timings, in pipeline order.
 STAGES = ("instance_graph", "retrieval", "correction", "evidence", "decoding", "options",
           "verification", "revision")

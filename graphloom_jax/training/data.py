@@ -92,13 +92,14 @@ def featurize(system, kb, questions: Sequence, seq_len: int, log=lambda *_: None
 
 def cache_key(system, questions, seq_len: int) -> str:
   """What the features depend on: this module's version, the featurisation config sections,
-  the embedder, the prompts and tokenizer, and the question ids."""
+  the embedder, the prompts and tokenizer, and the questions (ids and texts: two benchmarks drawn
+  with different seeds share ids)."""
   cfg = system.config
   sections = {k: json.loads(cfg[k].to_json_best_effort()) for k in FEATURE_SECTIONS}
   return hashlib.sha256(json.dumps(
       [FEATURES_VERSION, sections, seq_len, system.embedder.model_id, prompts.PROMPT,
        prompts.PLAIN_PROMPT, type(system.fmt.tok).__name__, system.fmt.prompt_ids("probe"),
-       [q.qid for q in questions]], sort_keys=True).encode()).hexdigest()[:16]
+       [(q.qid, q.question, q.answer_texts) for q in questions]], sort_keys=True).encode()).hexdigest()[:16]
 
 
 def cached_featurize(cache_dir: str | os.PathLike | None, name: str, system, kb, questions,
@@ -120,15 +121,22 @@ def cached_featurize(cache_dir: str | os.PathLike | None, name: str, system, kb,
 
 
 def load_scenekb(config, decoder, cache_dir=None, embedder=None, log=print):
-  """Training and validation features of the embedded benchmark through GraphLoom's pipeline
-  (config.train.data, max_train_examples, eval_examples, seq_len), cached in `cache_dir`."""
+  """Training and validation features of SceneKB through GraphLoom's pipeline
+  (config.train.data, data_root, max_train_examples, eval_examples, seq_len), cached in
+  `cache_dir`."""
   from graphloom_jax.data import scenekb
   from graphloom_jax.models import load_embedder
   from graphloom_jax.pipeline import GraphLoom
+  from graphloom_jax.pipeline import ablation
+  if not ablation.Ablation.from_config(config).is_default:
+    raise ValueError(f"config.ablation={config.ablation.to_dict()}: the ablation switches act "
+                     "at answering time on heads trained with the full system; train with the "
+                     "defaults")
   if config.train.data != "scenekb":
     raise ValueError(f"config.train.data={config.train.data!r}: only 'scenekb' (the embedded "
                      "benchmark) is wired into training")
-  splits = {s: scenekb.load(s) for s in ("train", "validation")}
+  root = config.train.data_root or None
+  splits = {s: scenekb.load(s, root=root) for s in ("train", "validation")}
   embedder = embedder if embedder is not None else load_embedder(config.embedder.path or None)
   system = GraphLoom(config, decoder, embedder, kb_sources=[splits["train"].kb_source()])
   out = {}
