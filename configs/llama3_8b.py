@@ -11,6 +11,9 @@ def get_config():
   c.model.weights = ""  # required: --config.model.weights=/path/to/Llama-3.1-8B-Instruct
   c.model.dtype = "bfloat16"
   c.model.max_seq_len = 8192
+  # Model-parallel: the parameters split over every local device ("model"), batches whole.
+  c.mesh.data = 1
+  c.mesh.model = 0
   # Architecture, for shape checks with jax.eval_shape when no weights are present.
   c.model.arch.vocab_size = 128256
   c.model.arch.hidden_size = 4096

@@ -15,6 +15,12 @@ timings.jsonl and metrics.json (graphloom_jax.evaluation.sharded describes them)
 --coordinator_address, --num_processes/--process_id still split the work between independent
 jobs that share output_dir.
 
+Devices: within a process the pipeline runs on the mesh config.mesh selects (graphloom_jax.
+pipeline.sharding): --config.mesh.data=0 splits every batch over all local devices
+(data-parallel), --config.mesh.model=M splits the decoder's parameters over M of them
+(model-parallel, Megatron; configs/llama3_8b.py puts every local device on "model"); the
+default 1 x 1 is one device. The mesh is printed and recorded in runs/p<i>.json.
+
 --heads=random initialises untrained heads (seeded by config.seed): a smoke-test setting for
 configs without trained heads, such as configs/tiny.py; the default heads are trained for
 SmolLM2 (configs/smollm2.py).
@@ -27,15 +33,15 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from graphloom_jax.evaluation import sharded
-from graphloom_jax.pipeline import MODES
+from graphloom_jax.pipeline import MODES, sharding
 from graphloom_jax.pipeline.graphloom import HEADS_DIR
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/smollm2.py", "configuration")
 flags.DEFINE_enum("dataset", "scenekb", sharded.DATASETS, "what to evaluate on")
 flags.DEFINE_string("split", None, f"the split (default {sharded.DEFAULT_SPLITS})")
 flags.DEFINE_integer("num_examples", 0, "the first N examples of the split (0: all)")
-flags.DEFINE_integer("batch_size", 8, "examples per shard, answered as one batch (a multiple "
-                     "of the local device count)")
+flags.DEFINE_integer("batch_size", 8, "examples per shard, answered as one batch (its rows "
+                     "are padded to a multiple of the mesh's data axis)")
 flags.DEFINE_string("output_dir", None, "where shards, predictions and metrics go (shared by "
                     "all processes)")
 flags.DEFINE_enum("mode", "graphloom", MODES, "how the evidence reaches the decoder")
@@ -66,7 +72,8 @@ def main(argv):
   if procs.index != 0:
     sharded.wait_for_plan(out, FLAGS.wait_timeout_s)
   try:
-    devices = sharded.local_devices(FLAGS.batch_size)
+    mesh = sharding.mesh_from_config(config)
+    devices = sharded.local_devices(mesh)
     dataset = sharded.open_dataset(FLAGS.dataset, FLAGS.split, data_dir=FLAGS.data_dir or
                                    out / "tfds", manual_dir=FLAGS.manual_dir)
     sharded.check_mode(dataset, FLAGS.mode)
@@ -79,12 +86,13 @@ def main(argv):
     raise app.UsageError(str(e)) from None
   system = None
   if evaluation.missing(plan.owned(procs.index, procs.count)):
-    system = sharded.build_system(config, FLAGS.heads, FLAGS.mode, dataset.kb_sources)
+    system = sharded.build_system(config, FLAGS.heads, FLAGS.mode, dataset.kb_sources, mesh)
   report = evaluation.run(
       lambda examples, first: sharded.answer_shard(system, dataset, examples, FLAGS.mode, first),
       dataset, procs.index, procs.count, progress=FLAGS.progress, devices=devices)
-  print(f"process {procs.index}/{procs.count}: computed shards {report['computed']}, reused "
-        f"{report['reused']}")
+  print(f"process {procs.index}/{procs.count} on mesh {devices['mesh']} of "
+        f"{devices['local']} local {devices['backend']} device(s): computed shards "
+        f"{report['computed']}, reused {report['reused']}")
   sharded.sync(procs, "launch.evaluate: shards written")
   if procs.index == 0:
     evaluation.wait_for_shards(FLAGS.wait_timeout_s)

@@ -27,10 +27,13 @@ Files under output_dir (a folder every process can read and write):
   metrics.json                  computed from predictions.jsonl alone (`score`)
 
 What runs where: examples are split over processes (shards); inside a process a shard is one
-batch of the pipeline, which places its arrays on the process's first local device. The batch
-size must be a multiple of the local device count, so the batch rows split evenly once the
-pipeline shards its batches over the local devices (it does not yet). One process per
-accelerator (`local_device_ids`) uses every device of a host today.
+batch of the pipeline on the process's device mesh (`config.mesh`, graphloom_jax.pipeline.
+sharding): its rows split over the mesh's "data" axis (padded to a multiple of it), the
+decoder's parameters over its "model" axis, or everything on one device without a mesh. The
+mesh is how a run computes, not what it evaluates: it is left out of the plan (a run may be
+resumed on another mesh), and predictions agree across meshes up to float rounding of the
+scores (reductions split over devices add in another order); texts, choices and citations are
+the same.
 
 Datasets: "scenekb" (the embedded benchmark: scene graphs, WordNet facts, 4 options; every
 mode), and through their TFDS builders "scienceqa" (options = the choices, the hint as
@@ -184,21 +187,23 @@ def check_mode(dataset: Dataset, mode: str) -> None:
 
 # ------------------------------------------------------------------------------ the system
 
-def build_system(config, heads: str | None, mode: str, kb_sources=()):
-  """GraphLoom as `config` names it. heads: a folder from `save_heads` (mode "graphloom"), or
-  RANDOM_HEADS for freshly initialised heads seeded by config.seed (a smoke-test setting for
-  configs without trained heads, such as configs/tiny.py); ignored by the text modes."""
+def build_system(config, heads: str | None, mode: str, kb_sources=(), mesh=None):
+  """GraphLoom as `config` names it, on `mesh` (default: the one config.mesh selects). heads:
+  a folder from `save_heads` (mode "graphloom"), or RANDOM_HEADS for freshly initialised heads
+  seeded by config.seed (a smoke-test setting for configs without trained heads, such as
+  configs/tiny.py); ignored by the text modes."""
   from graphloom_jax.pipeline import GraphLoom, graphloom
   if mode != "graphloom":
-    return GraphLoom.from_config(config, heads=None, kb_sources=kb_sources)
+    return GraphLoom.from_config(config, heads=None, kb_sources=kb_sources, mesh=mesh)
   if heads is None:
     raise ValueError("mode 'graphloom' needs heads: a folder written by save_heads, or "
                      f"{RANDOM_HEADS!r} (random heads, for smoke tests)")
   if heads != RANDOM_HEADS:
-    return GraphLoom.from_config(config, heads=heads, kb_sources=kb_sources)
-  text_only = GraphLoom.from_config(config, heads=None, kb_sources=kb_sources)
+    return GraphLoom.from_config(config, heads=heads, kb_sources=kb_sources, mesh=mesh)
+  text_only = GraphLoom.from_config(config, heads=None, kb_sources=kb_sources, mesh=mesh)
   fresh = graphloom.new_heads(config, text_only.decoder, text_only.embed_dim, seed=config.seed)
-  return GraphLoom(config, text_only.decoder, text_only.embedder, fresh, kb_sources=kb_sources)
+  return GraphLoom(config, text_only.decoder, text_only.embedder, fresh, kb_sources=kb_sources,
+                   mesh=text_only.mesh)
 
 
 def fresh_state(system):
@@ -207,7 +212,7 @@ def fresh_state(system):
   from graphloom_jax.pipeline import GraphLoom, evidence
   return GraphLoom(system.config, system.decoder, evidence.MemoEmbedder(system.embedder.embedder),
                    system.heads, verifier=system.verifier, writer=system.writer,
-                   kb_sources=system.kb_sources, wordnet=system.wordnet)
+                   kb_sources=system.kb_sources, wordnet=system.wordnet, mesh=system.mesh)
 
 
 def answer_shard(system, dataset: Dataset, examples: Sequence[Example], mode: str,
@@ -314,7 +319,8 @@ def make_plan(dataset: Dataset, *, num_examples: int, batch_size: int, mode: str
                      f"{duplicates[:5]}; predictions could not be told apart")
   settings = {"dataset": dataset.name, "split": dataset.split, "num_examples": n,
               "batch_size": batch_size, "mode": mode, "heads": heads_identity(heads, mode),
-              "config": json.loads(config.to_json_best_effort())}
+              "config": {k: v for k, v in json.loads(config.to_json_best_effort()).items()
+                         if k != "mesh"}}
   return Plan(settings, qids)
 
 
@@ -545,11 +551,10 @@ def sync(processes: Processes, name: str) -> None:
     multihost_utils.sync_global_devices(name)
 
 
-def local_devices(batch_size: int) -> dict:
-  """This process's devices; the batch must split evenly over them."""
+def local_devices(mesh=None) -> dict:
+  """This process's devices and the mesh it evaluates on ({"data": n, "model": m}; 1 x 1
+  without one)."""
   import jax
-  n = jax.local_device_count()
-  if batch_size % n:
-    raise ValueError(f"batch_size {batch_size} is not a multiple of this process's {n} local "
-                     f"devices; choose a multiple of {n}")
-  return {"backend": jax.default_backend(), "local": n, "global": jax.device_count()}
+  from graphloom_jax.pipeline import sharding
+  return {"backend": jax.default_backend(), "local": jax.local_device_count(),
+          "global": jax.device_count(), "mesh": sharding.describe(mesh)}

@@ -12,6 +12,11 @@ both call it.
 `score_rows` runs it on [prompt ; text ; EOS] rows: the length-normalised log-likelihood of the
 text (multiple-choice options; MISSION.md section 5) and the router's gates and active set at
 every position (the answer's citations).
+
+On a mesh (`pipeline.sharding`; `mesh=` of `score_rows`, `score_text_rows` and `generate`) the
+rows are padded to a multiple of its "data" axis and split over it, the parameters stay where
+they are (replicated, or split over "model"), and the results are the real rows on the host.
+Without one, everything runs on the default device as before.
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ import numpy as np
 from flax import nnx
 
 from graphloom_jax.evaluation import answers
+from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.models import llama
+from graphloom_jax.pipeline import sharding
 
 
 def heads_forward(heads, backbone: llama.Llama, batch, first_layer: int,
@@ -44,9 +51,7 @@ def heads_forward(heads, backbone: llama.Llama, batch, first_layer: int,
 
 
 @functools.partial(jax.jit, static_argnames=("heads_def", "backbone_def", "first_layer"))
-def score_rows(heads_def, heads_state, backbone_def, backbone_state, batch, *, first_layer: int):
-  """Per row: log-likelihood of its generated part (output_mask) averaged over its tokens [B],
-  and the router's gates [B, T, M] and active set [B, T, M]."""
+def _score_rows(heads_def, heads_state, backbone_def, backbone_state, batch, *, first_layer: int):
   heads = nnx.merge(heads_def, heads_state)
   backbone = nnx.merge(backbone_def, backbone_state)
   logits, _, r = heads_forward(heads, backbone, batch, first_layer)
@@ -54,14 +59,101 @@ def score_rows(heads_def, heads_state, backbone_def, backbone_state, batch, *, f
   return lp, r.gates, r.active & batch["slot_valid"][:, None, :]
 
 
+def score_rows(heads_def, heads_state, backbone_def, backbone_state, batch, *, first_layer: int,
+               mesh: jax.sharding.Mesh | None = None):
+  """Per row: log-likelihood of its generated part (output_mask) averaged over its tokens [B],
+  and the router's gates [B, T, M] and active set [B, T, M]. With `mesh` the rows (`batch`,
+  host or device arrays [B, ...]) are split over its "data" axis and the results are numpy."""
+  if mesh is None:
+    return _score_rows(heads_def, heads_state, backbone_def, backbone_state, batch,
+                       first_layer=first_layer)
+  placed, n = sharding.place_rows(batch, mesh)
+  out = _score_rows(heads_def, heads_state, backbone_def, backbone_state, placed,
+                    first_layer=first_layer)
+  return tuple(sharding.unpad(x, n) for x in out)
+
+
 @functools.partial(jax.jit, static_argnames=("backbone_def",))
-def score_text_rows(backbone_def, backbone_state, tokens, valid, output_mask):
-  """`score_rows` without memory (the text modes): the mean token log-likelihood [B] of each
-  row's generated part, computed on the device (the [B, T, V] logits never leave it)."""
+def _score_text_rows(backbone_def, backbone_state, tokens, valid, output_mask):
   backbone = nnx.merge(backbone_def, backbone_state)
   cache = llama.KVCache.init(backbone.config, tokens.shape[0], tokens.shape[1], backbone.dtype)
   logits, _, _ = backbone(tokens, cache, valid)
   return answers.option_logprob(logits, tokens, output_mask)
+
+
+def score_text_rows(backbone_def, backbone_state, tokens, valid, output_mask, *,
+                    mesh: jax.sharding.Mesh | None = None):
+  """`score_rows` without memory (the text modes): the mean token log-likelihood [B] of each
+  row's generated part, computed on the device (the [B, T, V] logits never leave it)."""
+  if mesh is None:
+    return _score_text_rows(backbone_def, backbone_state, tokens, valid, output_mask)
+  placed, n = sharding.place_rows(dict(tokens=tokens, valid=valid, output_mask=output_mask),
+                                  mesh)
+  return sharding.unpad(_score_text_rows(backbone_def, backbone_state, placed["tokens"],
+                                         placed["valid"], placed["output_mask"]), n)
+
+
+def generate(decoder: decoder_lib.Decoder, prompt_ids, max_new_tokens: int, *,
+             mesh: jax.sharding.Mesh | None = None, arrays=None, memory_fn=None,
+             first_layer: int = -1, sparse: llama.SparseSpec | None = None
+             ) -> list[list[int]]:
+  """Greedy generation of `decoder` for each prompt (token id lists), with GraphLoom's memory
+  when `arrays` (stacked evidence [B, ...]) and `memory_fn(batch) -> (memory, router)` are
+  given. Without a mesh this is `decoder.generate_ids`. With one, prompts and evidence rows are
+  padded to a multiple of the "data" axis (copies of the last), the left-padded token rows and
+  the evidence are placed split over it, the memory is built from the placed evidence (so it
+  is split the same way), and the real rows' tokens are returned."""
+  if mesh is None:
+    kwargs = {}
+    if arrays is not None:
+      memory, router = memory_fn({k: jax.numpy.asarray(v) for k, v in arrays.items()})
+      kwargs = dict(memory=memory, router=router, first_layer=first_layer)
+    return decoder.generate_ids(prompt_ids, max_new_tokens, sparse=sparse, **kwargs)
+  n = len(prompt_ids)
+  if n == 0:
+    raise ValueError("no prompts given")
+  prompts = sharding.pad_list([list(map(int, p)) for p in prompt_ids], sharding.data_size(mesh))
+  lengths = [len(p) for p in prompts]
+  for i, length in enumerate(lengths[:n]):
+    if length == 0:
+      raise ValueError(f"prompt {i} is empty")
+    if length + max_new_tokens > decoder.max_seq_len:
+      raise ValueError(f"prompt {i} has {length} tokens; with max_new_tokens={max_new_tokens} "
+                       f"it exceeds the context of {decoder.max_seq_len} tokens")
+  tok = decoder.tokenizer
+  eos_ids = tok.eos_ids if tok else decoder.config.eos_token_ids
+  pad = tok.pad_id if tok else 0
+  width = min(decoder_lib._bucket(max(lengths), decoder_lib.PROMPT_BUCKET),
+              decoder.max_seq_len - max_new_tokens)
+  max_new = min(decoder_lib._pow2(max_new_tokens), decoder.max_seq_len - width)
+  tokens = np.full((len(prompts), width), pad, np.int32)
+  valid = np.zeros(tokens.shape, bool)
+  for i, p in enumerate(prompts):
+    tokens[i, width - len(p):] = p
+    valid[i, width - len(p):] = True
+  decoder._check_ids(tokens)
+  placed, _ = sharding.place_rows(dict(tokens=tokens, valid=valid), mesh)
+  memory = router_def = router_state = None
+  if arrays is not None:
+    evidence, _ = sharding.place_rows(arrays, mesh)
+    memory, router = memory_fn(evidence)
+    decoder_lib._check_memory(memory, len(prompts))
+    router_def, router_state = nnx.split(router)
+  replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+  scalars = jax.device_put((jax.numpy.asarray(list(eos_ids) or [-1], jax.numpy.int32),
+                            jax.random.key(0), jax.numpy.float32(0.0), jax.numpy.float32(1.0),
+                            jax.numpy.int32(pad)), replicated)
+  out = decoder_lib._generate(decoder._graphdef, decoder._state, placed["tokens"],
+                              placed["valid"], *scalars, memory, router_def, router_state,
+                              max_new=max_new, sample=False, first_layer=first_layer,
+                              sparse=sparse, unstack_layers=decoder.unstack_layers)
+  out = sharding.unpad(out, n)[:, :max_new_tokens]
+  stop = set(eos_ids)
+  results = []
+  for row in out.tolist():
+    cut = next((j for j, t in enumerate(row) if t in stop), len(row))
+    results.append(row[:cut])
+  return results
 
 
 def repeat_rows(arrays: dict, counts) -> dict:
