@@ -181,3 +181,17 @@ def test_training_refuses_ablations(parts):
   cfg.ablation.router = "uniform"
   with pytest.raises(ValueError, match="answering time"):
     data.load_scenekb(cfg, parts[1], embedder=HashEmbed())
+
+
+def test_interleaved_and_kb_rows_use_existing_switches(parts):
+  """-interleaved (retrieval.second_round = "none") and no KB (graph.kb_hops = 0)."""
+  _, _, kb, _ = parts
+  q = kb.questions[0]
+  scene = kb.scene_graph(q.extra["instance_id"])
+  full = _system(parts).prepare([q.question], [scene])[0]
+  one = _system(parts, retrieval__second_round="none").prepare([q.question], [scene])[0]
+  assert "second_round" in full.subgraph.timings and "second_round" not in one.subgraph.timings
+  assert set(one.subgraph.rounds) == {1}
+  no_kb = _system(parts, graph__kb_hops=0).prepare([q.question], [scene])[0]
+  assert any(t.source != "scene" for t in full.graph.triples)
+  assert all(t.source == "scene" for t in no_kb.graph.triples)

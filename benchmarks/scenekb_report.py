@@ -1,0 +1,231 @@
+"""The SceneKB tables report from the rows `benchmarks.scenekb_tables` wrote: results.json,
+report.md and PNG plots (main table, ablation bars, reliability diagrams, sensitivity curves,
+learning curves). Called by `python -m benchmarks.scenekb_tables --report`."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import statistics
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+COLUMNS = (("mc_accuracy", "MC acc"), ("em", "EM"), ("f1", "F1"), ("h_rate", "H-Rate"),
+           ("recall5", "R@5"), ("seconds_per_question", "s/question"))
+
+
+def _load_rows(out: pathlib.Path) -> dict[str, list[dict]]:
+  """{split-n folder: [row results]}."""
+  found = {}
+  for folder in sorted((out / "rows").glob("*")):
+    rows = [json.loads(p.read_text()) for p in sorted(folder.glob("seed*/*.json"))]
+    cal = [json.loads(p.read_text()) for p in sorted(folder.glob("calibration-*.json"))]
+    found[folder.name] = (rows, cal)
+  return found
+
+
+def _agg(rows: list[dict], name: str) -> dict | None:
+  """Mean and std over seeds of a row's metrics."""
+  runs = [r for r in rows if r["name"] == name]
+  if not runs:
+    return None
+  out = {"seeds": len(runs)}
+  for key, _ in COLUMNS + (("supported", ""), ("cited_h_rate", "")):
+    vals = [r["metrics"][key] for r in runs if r["metrics"].get(key) is not None]
+    if vals:
+      out[key] = statistics.fmean(vals)
+      out[key + "_std"] = statistics.pstdev(vals) if len(vals) > 1 else 0.0
+  return out
+
+
+def _fmt(a: dict, key: str) -> str:
+  if key not in a:
+    return "-"
+  if key == "seconds_per_question":
+    return f"{a[key]:.2f}"
+  if a["seeds"] > 1:
+    return f"{a[key]:.1f} ± {a[key + '_std']:.1f}"
+  return f"{a[key]:.1f}"
+
+
+def _table(rows, names) -> list[str]:
+  lines = ["| row | seeds | " + " | ".join(c for _, c in COLUMNS) + " |",
+           "|---|---|" + "---|" * len(COLUMNS)]
+  for n in names:
+    a = _agg(rows, n)
+    if a is not None:
+      lines.append(f"| {n} | {a['seeds']} | " + " | ".join(_fmt(a, k) for k, _ in COLUMNS)
+                   + " |")
+  return lines
+
+
+def _bars(path, rows, names, reference="graphloom"):
+  ref = _agg([r for r in rows if r["seed"] == 0], reference)
+  got = [(n, _agg([r for r in rows if r["seed"] == 0], n)) for n in names]
+  got = [(n, a) for n, a in got if a is not None]
+  if ref is None or not got:
+    return None
+  fig, ax = plt.subplots(figsize=(8, 3.5))
+  x = range(len(got))
+  for off, (key, label) in zip((-0.2, 0.2), (("mc_accuracy", "MC acc"), ("em", "EM"))):
+    ax.bar([i + off for i in x], [a[key] - ref[key] for _, a in got], width=0.4, label=label)
+  ax.axhline(0, color="k", lw=0.8)
+  ax.set_xticks(list(x), [n for n, _ in got], rotation=30, ha="right")
+  ax.set_ylabel(f"points vs {reference} (seed 0)")
+  ax.legend()
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+  return path
+
+
+def _reliability(path, cal):
+  if not cal:
+    return None
+  fig, ax = plt.subplots(figsize=(4.5, 4.5))
+  ax.plot([0, 1], [0, 1], "k--", lw=0.8)
+  for c in cal:
+    pts = [(p, y) for p, y, n in zip(c["confidence"], c["accuracy"], c["counts"]) if n > 0]
+    ax.plot([p for p, _ in pts], [y for _, y in pts], "o-", label=f"{c['name']} (ECE "
+            f"{c['ece']:.3f})")
+  ax.set_xlabel("router gate (first answer step)")
+  ax.set_ylabel("slot utility (holds a gold triple)")
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+  return path
+
+
+def _sensitivity(path, rows):
+  ref = _agg([r for r in rows if r["seed"] == 0], "graphloom")
+  if ref is None:
+    return None
+  fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+  drawn = False
+  for key in ("graph.tau_edge", "graph.tau_kb", "eval.tau_eval", "eval.tau_ent"):
+    pts = [(1.0, ref)]
+    for f in (0.8, 1.2):
+      a = _agg(rows, f"{key} x{f}")
+      if a is not None:
+        pts.append((f, a))
+    if len(pts) == 1:
+      continue
+    drawn = True
+    pts.sort(key=lambda p: p[0])
+    for ax, metric in zip(axes, ("mc_accuracy", "em")):
+      ax.plot([f for f, _ in pts], [a[metric] for _, a in pts], "o-", label=key)
+  if not drawn:
+    plt.close(fig)
+    return None
+  for ax, metric in zip(axes, ("MC accuracy", "EM")):
+    ax.set_xlabel("threshold / default")
+    ax.set_ylabel(metric)
+    ax.legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+  return path
+
+
+def _learning(path, workdirs):
+  curves = []
+  for w in workdirs:
+    log = w / "metrics.jsonl"
+    if not log.exists():
+      continue
+    recs = []
+    for line in log.read_text().splitlines():
+      try:
+        recs.append(json.loads(line))
+      except json.JSONDecodeError:
+        continue
+    train = [(r["step"], r["loss"]) for r in recs if "loss" in r]
+    val = [(r["step"], r["s_val"], r["s_ans"], r.get("s_faith")) for r in recs if "s_val" in r]
+    curves.append((w.name, train, val))
+  if not curves:
+    return None, []
+  fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+  for name, train, val in curves:
+    axes[0].plot([s for s, _ in train], [v for _, v in train], label=name)
+    axes[1].plot([s for s, *_ in val], [v for _, v, *_ in val], "o-", label=f"{name} S_val")
+    axes[1].plot([s for s, *_ in val], [a for _, _, a, _ in val], "x--", label=f"{name} S_ans")
+  axes[0].set_xlabel("step")
+  axes[0].set_ylabel("training loss")
+  axes[1].set_xlabel("step")
+  axes[1].set_ylabel("validation")
+  for ax in axes:
+    ax.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+  return path, curves
+
+
+def write(out: pathlib.Path, workdirs: list[pathlib.Path]) -> pathlib.Path:
+  from benchmarks.scenekb_tables import GROUPS
+  found = _load_rows(out)
+  md = ["# SceneKB v2 tables", "",
+        "Made by `python -m benchmarks.scenekb_tables --report` from the rows under `rows/`; "
+        "how each row was run is in `benchmarks/scenekb_tables.py`.", ""]
+  sel = out / "prompt_selection.json"
+  if sel.exists():
+    s = json.loads(sel.read_text())
+    md += [f"## Baseline prompt (chosen on {s['questions']} validation questions)", "",
+           "| style / mode | MC acc | EM | F1 | H-Rate |", "|---|---|---|---|---|"]
+    for k, m in s["results"].items():
+      md.append(f"| {k} | {m['mc_accuracy']:.1f} | {m['em']:.1f} | {m['f1']:.1f} | "
+                f"{m['h_rate']:.1f} |")
+    md += ["", f"Chosen: **{s['chosen']}** (Flat-RAG EM, then no-retrieval EM).", ""]
+  summary = {}
+  for split, (rows, cal) in found.items():
+    md += [f"## {split}", ""]
+    summary[split] = {"rows": {}, "calibration": cal}
+    for group, spec in GROUPS.items():
+      names = [n for n, *_ in spec]
+      if group != "main":
+        names = ["graphloom"] + names
+      lines = _table(rows, names)
+      if len(lines) > 2 + (group != "main"):
+        md += [f"### {group}", ""] + lines + [""]
+      for n in names:
+        a = _agg(rows, n)
+        if a is not None:
+          summary[split]["rows"][n] = a
+    fam_rows = [r for r in rows if r["name"] in ("graphloom", "flat_rag", "no_retrieval")
+                and r["seed"] == 0]
+    if fam_rows:
+      fams = sorted(fam_rows[0]["by_family"])
+      md += ["### per question family (seed 0): MC acc / EM / H-Rate", "",
+             "| row | " + " | ".join(fams) + " |", "|---|" + "---|" * len(fams)]
+      for r in fam_rows:
+        md.append(f"| {r['name']} | " + " | ".join(
+            f"{r['by_family'][f]['mc_accuracy']:.0f} / {r['by_family'][f]['em']:.0f} / "
+            f"{r['by_family'][f]['h_rate']:.0f}" for f in fams) + " |")
+      md.append("")
+    plots = {
+        "ablations": _bars(out / f"{split}-ablations.png", rows,
+                           [n for g in ("components", "features", "knowledge")
+                            for n, *_ in GROUPS[g]]),
+        "reliability": _reliability(out / f"{split}-reliability.png", cal),
+        "sensitivity": _sensitivity(out / f"{split}-sensitivity.png", rows),
+    }
+    for c in cal:
+      md.append(f"- router `{c['name']}` ({c['heads']}): gate ECE (15 bins) {c['ece']:.3f} over "
+                f"{c['questions']} questions, useful-slot rate {c['useful_slot_rate']:.3f}")
+    md += [f"![{k}]({p.name})" for k, p in plots.items() if p is not None] + [""]
+  png, curves = _learning(out / "learning-curves.png", workdirs)
+  if curves:
+    md += ["## Learning curves", ""]
+    for name, train, val in curves:
+      md += [f"- `{name}`: " + ", ".join(f"step {s}: S_val {v:.3f} (S_ans {a:.3f})"
+                                         for s, v, a, _ in val)]
+    md += ["", f"![learning curves]({png.name})", ""]
+  (out / "results.json").write_text(json.dumps(summary, indent=1))
+  path = out / "report.md"
+  path.write_text("\n".join(md) + "\n")
+  print(f"wrote {path}")
+  return path

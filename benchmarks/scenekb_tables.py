@@ -1,0 +1,298 @@
+"""The paper's tables on a SceneKB benchmark drawn by the generator (SceneKB v2), every row through
+`GraphLoom.answer_batch` with its mode and switches (pipeline/ablation.py).
+
+  # the text baselines' prompt, chosen on validation (EM of Flat-RAG; ties: no-retrieval EM)
+  python -m benchmarks.scenekb_tables --root=runs/scenekb_v2 --select_prompt --split=validation
+  # rows on test (resumable: each finished row is a JSON file under --out/rows)
+  python -m benchmarks.scenekb_tables --root=runs/scenekb_v2 --heads=runs/v2/s0/heads,... \
+      --rows=main,components,features,knowledge,sensitivity --num_questions=300
+  # the report: results JSON, markdown and PNG plots from the finished rows
+  python -m benchmarks.scenekb_tables --root=runs/scenekb_v2 --report
+
+Rows (groups): main = no_retrieval, flat_rag, graphloom (every --heads seed; mean +- std);
+components = -interleaved, -corrective, -revision, -router, -KG-JSA++ (mode routed_text),
+-prefix; features = -retrieval_score, -context, -conf_ext, -centrality; knowledge = no KB
+enrichment (graph.kb_hops = 0); sensitivity = tau_edge, tau_kb, tau_eval, tau_ent at -20% / +20%;
+calibration = gate ECE (15 bins) of the heads in --calibration (name=folder pairs, e.g. a
+router trained with L_cal against one trained without) on the test questions. Non-main rows use
+the first --heads.
+
+Columns: MC accuracy (length-normalised option log-likelihood), EM / F1 (MMQA scorer, greedy),
+H-Rate (evaluation/hallucination: the generator's ground truth, independent of the pipeline's
+verifier), retrieval R@5 (gold supporting triples among the first five retrieved edges),
+seconds per question (the stage timings of a batch of --batch_size, divided per question:
+amortised, not single-question latency) and the share of answers the pipeline's verifier
+supports.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import statistics
+import time
+
+import numpy as np
+from absl import app, flags
+from ml_collections import config_flags
+
+from graphloom_jax import atomic
+from graphloom_jax.data import scenekb
+from graphloom_jax.evaluation import answers, calibration, hallucination
+from graphloom_jax.pipeline import GraphLoom
+
+_CONFIG = config_flags.DEFINE_config_file("config", "configs/smollm2.py", "configuration")
+_ROOT = flags.DEFINE_string("root", "runs/scenekb_v2", "benchmark folder (build_benchmark --out)")
+_HEADS = flags.DEFINE_list("heads", [], "trained heads folders, one per training seed")
+_SPLIT = flags.DEFINE_enum("split", "test", ["test", "validation"], "split to answer")
+_NUM = flags.DEFINE_integer("num_questions", 300, "questions (round-robin over families)")
+_ROWS = flags.DEFINE_list("rows", ["main"], "groups or row names to run")
+_BATCH = flags.DEFINE_integer("batch_size", 10, "questions decoded together")
+_OUT = flags.DEFINE_string("out", "benchmarks/results/scenekb_v2", "results folder")
+_SELECT = flags.DEFINE_bool("select_prompt", False, "choose baseline.prompt on validation")
+_REPORT = flags.DEFINE_bool("report", False, "write the report from the finished rows")
+_CAL = flags.DEFINE_list("calibration", [], "name=heads_folder pairs for the calibration rows")
+_WORKDIRS = flags.DEFINE_list("workdirs", [], "training workdirs for the learning curves")
+
+class Scale(float):
+  """An override that multiplies the configured value (the sensitivity rows)."""
+
+  def __repr__(self):
+    return f"x{float(self)}"
+
+
+MAIN = [("no_retrieval", "no_retrieval", {}), ("flat_rag", "flat_rag", {}),
+        ("graphloom", "graphloom", {})]
+GROUPS = {
+    "main": MAIN,
+    "components": [
+        ("-interleaved", "graphloom", {"retrieval.second_round": "none"}),
+        ("-corrective", "graphloom", {"ablation.corrective": False}),
+        ("-revision", "graphloom", {"ablation.revision": False}),
+        ("-router", "graphloom", {"ablation.router": "uniform"}),
+        ("-KG-JSA++", "routed_text", {}),
+        ("-prefix", "graphloom", {"ablation.prefix": False}),
+    ],
+    "features": [(f"-{f}", "graphloom", {"ablation.drop_features": f})
+                 for f in ("retrieval_score", "context", "conf_ext", "centrality")],
+    "knowledge": [("-KB", "graphloom", {"graph.kb_hops": 0}),
+                  ("flat_rag -KB", "flat_rag", {"graph.kb_hops": 0})],
+    "sensitivity": [(f"{k} x{f}", "graphloom", {k: Scale(f)}) for k in
+                    ("graph.tau_edge", "graph.tau_kb", "eval.tau_eval", "eval.tau_ent")
+                    for f in (0.8, 1.2)],
+}
+
+
+
+def _set(config, dotted: str, value):
+  *path, name = dotted.split(".")
+  node = config
+  for p in path:
+    node = node[p]
+  node[name] = value
+
+
+def _get(config, dotted: str):
+  for part in dotted.split("."):
+    config = config[part]
+  return config
+
+
+def _configured(base, overrides: dict):
+  config = base.copy_and_resolve_references()
+  for key, value in overrides.items():
+    if isinstance(value, Scale):
+      value = float(_get(config, key)) * float(value)
+    _set(config, key, value)
+  return config
+
+
+def recall_at(retrieved, gold, k: int = 5) -> float:
+  top = {t.key() for t in retrieved[:k]}
+  gold = {tuple(g) for g in gold}
+  return len(top & gold) / len(gold) if gold else 0.0
+
+
+def _online(a) -> float:
+  return sum(v for k, v in a.timings.items() if k not in ("instance_graph", "options"))
+
+
+def run_row(system: GraphLoom, kb, questions, mode: str, truth, batch: int, log=print) -> dict:
+  """One row: every question through answer_batch; metrics and per-question records."""
+  graphs = {}
+  got = []
+  start = time.time()
+  for s in range(0, len(questions), batch):
+    qs = questions[s:s + batch]
+    for q in qs:
+      i = q.extra["instance_id"]
+      if i not in graphs:
+        graphs[i] = system.instance_graph(kb.scene_graph(i), instance_id=i)
+    got += system.answer_batch([q.question for q in qs],
+                               [graphs[q.extra["instance_id"]] for q in qs],
+                               options=[q.extra["options"] for q in qs], mode=mode)
+    log(f"  {len(got)}/{len(questions)} questions, {time.time() - start:.0f}s")
+  verifier = hallucination.HallucinationVerifier(truth)
+  records = []
+  for q, a in zip(questions, got):
+    verdict = verifier.check_answer(q.qid, a.text)
+    cited = verifier.check_claims(q.extra["instance_id"],
+                                  [c.triple.key() for c in a.evidence]) if a.evidence else None
+    records.append(dict(
+        qid=q.qid, family=q.family, answer=a.text, gold=q.answer_texts, choice=a.choice,
+        answer_index=q.extra["answer_index"], hallucinated=verdict.hallucinated,
+        em=answers.mean_answer_metrics([a.text], [q.answer_texts])["em"],
+        recall5=recall_at(a.retrieved, q.extra["gold_triples"]), supported=a.supported,
+        revised=a.revised, seconds=_online(a),
+        cited=[list(c.triple.key()) for c in a.evidence],
+        cited_unsupported=(sum(not c.supported for c in cited.claims) if cited else 0)))
+  gold = [q.answer_texts for q in questions]
+  n_cited = sum(len(r["cited"]) for r in records)
+  metrics = dict(
+      questions=len(questions),
+      mc_accuracy=100 * float(np.mean([r["choice"] == r["answer_index"] for r in records])),
+      **{k: v for k, v in answers.mean_answer_metrics([a.text for a in got], gold).items()
+         if k in ("em", "f1")},
+      h_rate=100 * float(np.mean([r["hallucinated"] for r in records])),
+      recall5=100 * float(np.mean([r["recall5"] for r in records])),
+      seconds_per_question=statistics.median(r["seconds"] for r in records),
+      supported=100 * float(np.mean([r["supported"] for r in records])),
+      revised=int(sum(r["revised"] for r in records)),
+      cited_h_rate=(100 * sum(r["cited_unsupported"] for r in records) / n_cited
+                    if n_cited else None),
+      wall_seconds=time.time() - start)
+  by_family = {}
+  for fam in sorted({r["family"] for r in records}):
+    rs = [r for r in records if r["family"] == fam]
+    by_family[fam] = dict(n=len(rs),
+                          mc_accuracy=100 * float(np.mean([r["choice"] == r["answer_index"]
+                                                           for r in rs])),
+                          em=float(np.mean([r["em"] for r in rs])),
+                          h_rate=100 * float(np.mean([r["hallucinated"] for r in rs])))
+  return dict(metrics=metrics, by_family=by_family, records=records)
+
+
+def _rows(names):
+  out = []
+  for n in names:
+    if n in GROUPS:
+      out += [(g, *row) for g in [n] for row in GROUPS[n]]
+    else:
+      found = [(g, *row) for g, rows in GROUPS.items() for row in rows if row[0] == n]
+      if not found:
+        raise ValueError(f"--rows: unknown row or group {n!r}; groups {sorted(GROUPS)}")
+      out += found
+  return out
+
+
+def _base_system(base, heads_dir, root) -> GraphLoom:
+  """The decoder, embedder and KB every row's system shares."""
+  system = GraphLoom.from_config(base, heads=heads_dir)
+  system.kb_sources = [scenekb.load("train", root=root).kb_source()]
+  return system
+
+
+def _variant(system: GraphLoom, config, heads_dir):
+  from graphloom_jax.pipeline import graphloom as gl
+  heads = (gl.load_heads(heads_dir, config, system.decoder, system.embed_dim)
+           if heads_dir else None)
+  return GraphLoom(config, system.decoder, system.embedder, heads, writer=system.writer,
+                   kb_sources=system.kb_sources, wordnet=system.wordnet)
+
+
+def select_prompt(base, root, out: pathlib.Path, num: int, batch: int) -> dict:
+  """baseline.prompt on validation: for each style, Flat-RAG and no-retrieval EM / F1 / MC."""
+  from graphloom_jax.pipeline import prompts
+  kb = scenekb.load("validation", root=root)
+  truth = hallucination.GroundTruth.load(root)
+  questions = scenekb.round_robin(kb.questions, num)
+  system = _base_system(base, None, root)
+  results = {}
+  for style in prompts.STYLES:
+    config = _configured(base, {"baseline.prompt": style})
+    sys_ = _variant(system, config, None)
+    for mode in ("flat_rag", "no_retrieval"):
+      print(f"prompt {style}, {mode}", flush=True)
+      r = run_row(sys_, kb, questions, mode, truth, batch)
+      results[f"{style}/{mode}"] = r["metrics"]
+      print(f"  {json.dumps(r['metrics'])}", flush=True)
+  best = max(prompts.STYLES, key=lambda s: (results[f"{s}/flat_rag"]["em"],
+                                            results[f"{s}/no_retrieval"]["em"]))
+  summary = dict(split="validation", questions=len(questions), results=results, chosen=best)
+  atomic.atomic_write_json(out / "prompt_selection.json", summary)
+  print(f"chosen baseline prompt: {best}")
+  return summary
+
+
+def main(argv):
+  del argv
+  base = _CONFIG.value
+  root = pathlib.Path(_ROOT.value)
+  if not (root / "truth.jsonl").exists():
+    raise app.UsageError(f"--root={root}: no truth.jsonl; draw a benchmark first with "
+                         "python -m graphloom_jax.data.build_benchmark --version=2 --out=DIR")
+  out = pathlib.Path(_OUT.value)
+  out.mkdir(parents=True, exist_ok=True)
+  if _SELECT.value:
+    select_prompt(base, root, out, _NUM.value, _BATCH.value)
+    return
+  if _REPORT.value:
+    from benchmarks import scenekb_report
+    scenekb_report.write(out, [pathlib.Path(w) for w in _WORKDIRS.value])
+    return
+  chosen = out / "prompt_selection.json"
+  if chosen.exists():
+    base.baseline.prompt = json.loads(chosen.read_text())["chosen"]
+    print(f"baseline prompt (chosen on validation): {base.baseline.prompt}")
+  kb = scenekb.load(_SPLIT.value, root=root)
+  truth = hallucination.GroundTruth.load(root)
+  questions = scenekb.round_robin(kb.questions, _NUM.value)
+  heads = _HEADS.value
+  if not heads:
+    raise app.UsageError("--heads: give at least one trained heads folder")
+  system = _base_system(base, heads[0], root)
+  rows_dir = out / "rows"
+  for group, name, mode, overrides in _rows(_ROWS.value):
+    seeds = list(enumerate(heads)) if group == "main" else [(0, heads[0])]
+    if mode in ("flat_rag", "no_retrieval") and group == "main":
+      seeds = [(0, heads[0])]  # text baselines do not read the heads: one run is every seed
+    for seed, heads_dir in seeds:
+      path = rows_dir / f"{_SPLIT.value}-{len(questions)}" / f"seed{seed}" / f"{name}.json"
+      if path.exists():
+        print(f"{name} seed {seed}: done ({path})")
+        continue
+      config = _configured(base, overrides)
+      print(f"{group} / {name} (mode {mode}, seed {seed}, {overrides})", flush=True)
+      sys_ = _variant(system, config, heads_dir if mode in ("graphloom", "routed_text")
+                      else None)
+      r = run_row(sys_, kb, questions, mode, truth, _BATCH.value)
+      r.update(group=group, name=name, mode=mode, seed=seed,
+               overrides={k: repr(v) if isinstance(v, Scale) else v
+                          for k, v in overrides.items()},
+               heads=heads_dir, split=_SPLIT.value, baseline_prompt=base.baseline.prompt)
+      atomic.atomic_write_json(path, r)
+      print(f"  {json.dumps(r['metrics'])}", flush=True)
+  for name_dir in _CAL.value:
+    name, heads_dir = name_dir.split("=", 1)
+    path = rows_dir / f"{_SPLIT.value}-{len(questions)}" / f"calibration-{name}.json"
+    if path.exists():
+      continue
+    sys_ = _variant(system, base, heads_dir)
+    atomic.atomic_write_json(path, gate_calibration(sys_, kb, questions, base.train.seq_len,
+                                                    name, heads_dir))
+
+
+def gate_calibration(system, kb, questions, seq_len, name, heads_dir) -> dict:
+  """Router gates at the first step of the gold answer against slot utility: ECE (15 bins) and
+  the reliability curve."""
+  from benchmarks.graphloom_scenekb import gate_stats
+  g, u, m = gate_stats(system, kb, questions, seq_len)
+  r = calibration.reliability(g, u, n_bins=15, mask=m)
+  return dict(name=name, heads=heads_dir, ece=float(r.ece), counts=r.counts.tolist(),
+              confidence=np.nan_to_num(r.confidence, nan=-1).tolist(),
+              accuracy=np.nan_to_num(r.accuracy, nan=-1).tolist(),
+              useful_slot_rate=float(u[m].mean()), questions=len(questions))
+
+
+if __name__ == "__main__":
+  app.run(main)

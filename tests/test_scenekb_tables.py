@@ -1,0 +1,78 @@
+"""benchmarks.scenekb_tables on a small drawn SceneKB v2 with the tiny config: rows, their
+metrics against hand-computed values from the records, and the report."""
+
+import json
+
+import numpy as np
+import pytest
+
+from benchmarks import scenekb_report, scenekb_tables
+from configs import tiny
+from graphloom_jax.data import build_benchmark, scenekb
+from graphloom_jax.evaluation import hallucination
+from graphloom_jax.models import decoder as decoder_lib
+from graphloom_jax.pipeline import GraphLoom, graphloom
+
+from fakes import HashEmbed
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+  root = tmp_path_factory.mktemp("v2")
+  build_benchmark.build(root, num_scenes=30, seed=3, version=2)
+  cfg = tiny.get_config()
+  dec = decoder_lib.from_config(cfg.model)
+  heads = graphloom.new_heads(cfg, dec, 16, seed=1)
+  system = GraphLoom(cfg, dec, HashEmbed(), heads,
+                     kb_sources=[scenekb.load("train", root=root).kb_source()])
+  return root, cfg, system
+
+
+def test_rows_metrics_and_report(bench, tmp_path):
+  root, cfg, system = bench
+  kb = scenekb.load("test", root=root)
+  truth = hallucination.GroundTruth.load(root)
+  questions = scenekb.round_robin(kb.questions, 6)
+  r = scenekb_tables.run_row(system, kb, questions, "graphloom", truth, batch=3, log=lambda s: 0)
+  recs, m = r["records"], r["metrics"]
+  assert m["questions"] == len(recs) == 6
+  assert m["mc_accuracy"] == pytest.approx(
+      100 * np.mean([x["choice"] == x["answer_index"] for x in recs]))
+  assert m["h_rate"] == pytest.approx(100 * np.mean([x["hallucinated"] for x in recs]))
+  assert m["em"] == pytest.approx(np.mean([x["em"] for x in recs]))
+  for x, q in zip(recs, questions):
+    assert x["qid"] == q.qid and 0.0 <= x["recall5"] <= 1.0
+  # a gold answer is no hallucination, a made-up object is
+  v = hallucination.HallucinationVerifier(truth)
+  assert not v.check_answer(questions[0].qid, questions[0].answer_texts[0]).hallucinated
+  assert v.check_answer(questions[0].qid, "zeppelin").hallucinated
+
+  out = tmp_path / "results"
+  rows_dir = out / "rows" / "test-6" / "seed0"
+  rows_dir.mkdir(parents=True)
+  config = scenekb_tables._configured(cfg, {"eval.tau_ent": scenekb_tables.Scale(0.8),
+                                            "ablation.router": "uniform"})
+  assert config.eval.tau_ent == pytest.approx(0.8 * cfg.eval.tau_ent)
+  assert cfg.eval.tau_ent == tiny.get_config().eval.tau_ent  # the base config is not changed
+  uniform = GraphLoom(config, system.decoder, system.embedder, system.heads,
+                      kb_sources=system.kb_sources)
+  u = scenekb_tables.run_row(uniform, kb, questions[:3], "graphloom", truth, batch=3,
+                             log=lambda s: 0)
+  for name, row in (("graphloom", r), ("-router", u), ("eval.tau_ent x0.8", r)):
+    row = dict(row, name=name, seed=0, group="x", mode="graphloom")
+    (rows_dir / f"{name}.json").write_text(json.dumps(row))
+  path = scenekb_report.write(out, [])
+  text = path.read_text()
+  assert "| graphloom | 1 |" in text and "| -router | 1 |" in text
+  summary = json.loads((out / "results.json").read_text())
+  assert summary["test-6"]["rows"]["graphloom"]["mc_accuracy"] == pytest.approx(
+      json.loads((rows_dir / "graphloom.json").read_text())["metrics"]["mc_accuracy"])
+  assert (out / "test-6-ablations.png").exists() and (out / "test-6-sensitivity.png").exists()
+
+
+def test_rows_resolve_and_unknown_rows_fail():
+  names = [n for _, n, *_ in scenekb_tables._rows(["main", "-prefix"])]
+  assert names == ["no_retrieval", "flat_rag", "graphloom", "-prefix"]
+  assert len(scenekb_tables._rows(["sensitivity"])) == 8
+  with pytest.raises(ValueError, match="unknown row"):
+    scenekb_tables._rows(["-everything"])
