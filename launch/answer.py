@@ -21,7 +21,6 @@ import time
 
 import numpy as np
 from absl import app, flags
-from ml_collections import config_flags
 from tqdm import tqdm
 
 from graphloom_jax import atomic
@@ -30,9 +29,10 @@ from graphloom_jax.evaluation import answers as metrics
 from graphloom_jax.graph.scene_graph import read_scene_graphs
 from graphloom_jax.graph.triples import read_triples
 from graphloom_jax.pipeline import MODES, STAGES, GraphLoom
-from graphloom_jax.pipeline.graphloom import HEADS_DIR
+from graphloom_jax.pipeline.graphloom import HEADS_DIR, HEADS_FILE, HEADS_META
+from launch import common
 
-_CONFIG = config_flags.DEFINE_config_file("config", "configs/smollm2.py", "configuration")
+_CONFIG = common.DEFINE_config_file("config", "configs/smollm2.py", "configuration")
 flags.DEFINE_string("heads", str(HEADS_DIR / "smollm2"), "trained heads (launch.train's "
                     "WORKDIR/heads); the default ships with the package")
 flags.DEFINE_enum("mode", "graphloom", MODES, "how the evidence reaches the decoder")
@@ -99,12 +99,60 @@ def print_summary(rows, n, split):
       for r in rows))
 
 
-def answer_own(system, path):
+def read_own_triples(path):
+  """The triples of --triples_file: a VG scene graph (.json with "relationships") or triples."""
   path = pathlib.Path(path)
-  if path.suffix == ".json" and '"relationships"' in path.read_text()[:100000]:
+  if path.suffix == ".json" and '"relationships"' in path.read_text(errors="replace")[:100000]:
     triples, _ = read_scene_graphs(path)
   else:
     triples, _ = read_triples(path)
+  if not triples:
+    raise app.UsageError(f"--triples_file={path}: no triples in the file")
+  return triples
+
+
+def check_flags(config):
+  """Every flag, before a model is loaded; returns the triples of --triples_file (or None)."""
+  common.check_model_config(config.model)
+  if FLAGS.heads is not None:
+    heads = common.check_input_dir("heads", FLAGS.heads)
+    for name in (HEADS_FILE, HEADS_META):
+      if not (heads / name).is_file():
+        raise app.UsageError(f"--heads={FLAGS.heads}: no {name} there (launch.train writes "
+                             "WORKDIR/heads)")
+  if FLAGS.predictions is not None:
+    common.check_output_file("predictions", FLAGS.predictions)
+  if FLAGS.question is None:
+    for name in ("triples_file", "options"):
+      if FLAGS[name].present:
+        raise app.UsageError(f"--{name} is only used with --question (your own question)")
+    common.check_int("num_questions", FLAGS.num_questions, 1)
+    common.check_int("batch_size", FLAGS.batch_size, 1)
+    if FLAGS.split not in scenekb.SPLITS:
+      raise app.UsageError(f"--split={FLAGS.split}: expected one of {list(scenekb.SPLITS)}")
+    return None
+  if not FLAGS.question.strip():
+    raise app.UsageError("--question is empty")
+  if FLAGS.compare:
+    raise app.UsageError("--compare runs the SceneKB questions; drop it or drop --question")
+  for name in ("num_questions", "split"):
+    if FLAGS[name].present:
+      raise app.UsageError(f"--{name} selects SceneKB questions; it cannot be combined with "
+                           "--question")
+  if FLAGS.options is not None:
+    if len(FLAGS.options) < 2 or any(not o.strip() for o in FLAGS.options):
+      raise app.UsageError(f"--options={','.join(FLAGS.options)}: give at least 2 non-empty "
+                           "comma-separated options")
+  if not FLAGS.triples_file:
+    raise app.UsageError("--question needs --triples_file")
+  common.check_input_file("triples_file", FLAGS.triples_file)
+  try:
+    return read_own_triples(FLAGS.triples_file)
+  except ValueError as e:
+    raise app.UsageError(f"--triples_file={FLAGS.triples_file}: {e}") from None
+
+
+def answer_own(system, triples):
   answer = system.answer(FLAGS.question, triples, options=FLAGS.options, mode=FLAGS.mode)
   print(FLAGS.question)
   print(show(answer, options=FLAGS.options))
@@ -114,14 +162,13 @@ def answer_own(system, path):
 def main(argv):
   del argv
   config = _CONFIG.value
+  own_triples = check_flags(config)
   start = time.time()
   system = GraphLoom.from_config(config, heads=FLAGS.heads)
   print(f"GraphLoom: decoder {system.decoder.source} ({config.model.dtype}), heads "
         f"{FLAGS.heads}, loaded in {time.time() - start:.1f}s")
-  if FLAGS.question:
-    if not FLAGS.triples_file:
-      raise app.UsageError("--question needs --triples_file")
-    answers = answer_own(system, FLAGS.triples_file)
+  if FLAGS.question is not None:
+    answers = answer_own(system, own_triples)
   else:
     kb = scenekb.load(FLAGS.split)
     system.kb_sources = [kb.kb_source()]

@@ -20,15 +20,15 @@ import pathlib
 from absl import app
 from absl import flags
 from absl import logging
-from ml_collections import config_flags
 import numpy as np
 
 from graphloom_jax import atomic
 from graphloom_jax.evaluation import grail_tasks
 from graphloom_jax.retrieval import grail
 from graphloom_jax.retrieval import grail_data
+from launch import common
 
-_CONFIG = config_flags.DEFINE_config_file("config", "configs/grail.py", "GRAIL config file.")
+_CONFIG = common.DEFINE_config_file("config", "configs/grail.py", "GRAIL config file.")
 _TASK = flags.DEFINE_enum("task", None, ["evidence_completion", "sequential_pool"], "Which task.",
                           required=True)
 _DATA = flags.DEFINE_enum("data", "embedded", ["embedded", "mmqa"], "Which data set.")
@@ -202,18 +202,42 @@ def run(config, task, data, output_dir, grail_dir="", split="test", max_question
   return result
 
 
+def check_flags(config) -> tuple[int, ...]:
+  """Every flag before any data or model is loaded; returns the budgets as ints."""
+  common.check_mmqa(_DATA.value, config.grail.mmqa_dir, "--data=mmqa")
+  common.check_output_dir("output_dir", _OUTPUT_DIR.value)
+  if _GRAIL_DIR.value:
+    common.check_input_dir("grail_dir", _GRAIL_DIR.value)
+  if config.grail.embedded_dir:
+    common.check_input_dir("config.grail.embedded_dir", config.grail.embedded_dir)
+  if config.embedder.path:
+    common.check_weights("config.embedder.path", config.embedder.path, allowed=())
+  if not _SPLIT.value.strip():
+    raise app.UsageError("--split is empty")
+  common.check_int("max_questions", _MAX_QUESTIONS.value, 0)
+  common.check_int("max_slices", _MAX_SLICES.value, 1)
+  common.check_int("latency_queries", _LATENCY_QUERIES.value, 1)
+  budgets = []
+  for b in _BUDGETS.value:
+    try:
+      k = int(b)
+    except ValueError:
+      k = 0
+    if k < 2 or str(k) != b.strip():
+      raise app.UsageError(f"--budgets={','.join(_BUDGETS.value)}: {b!r} is not an integer "
+                           ">= 2 (K/2 items per search round)")
+    budgets.append(k)
+  if not budgets:
+    raise app.UsageError("--budgets is empty")
+  return tuple(budgets)
+
+
 def main(argv):
   del argv
-  mmqa_dir = _CONFIG.value.grail.mmqa_dir
-  if _DATA.value == "mmqa" and not mmqa_dir:  # the project ships no MMQA folder
-    raise app.UsageError(
-        "--data=mmqa needs --config.grail.mmqa_dir=FOLDER, the folder with the official "
-        "MMQA_dev.jsonl(.gz) and MMQA_images.jsonl(.gz) (allenai/multimodalqa, dataset/)")
-  if _DATA.value == "mmqa" and not pathlib.Path(mmqa_dir).is_dir():
-    raise app.UsageError(f"--config.grail.mmqa_dir={mmqa_dir}: no such folder")
+  budgets = check_flags(_CONFIG.value)
   logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
   run(_CONFIG.value, _TASK.value, _DATA.value, _OUTPUT_DIR.value, _GRAIL_DIR.value, _SPLIT.value,
-      _MAX_QUESTIONS.value, tuple(int(b) for b in _BUDGETS.value), _MAX_SLICES.value,
+      _MAX_QUESTIONS.value, budgets, _MAX_SLICES.value,
       _LATENCY_QUERIES.value)
 
 

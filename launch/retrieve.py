@@ -15,7 +15,6 @@ import random
 import time
 
 from absl import app, flags
-from ml_collections import config_flags
 
 from graphloom_jax import atomic
 from graphloom_jax.data import scenekb
@@ -23,8 +22,9 @@ from graphloom_jax.evaluation import retrieval_metrics as rm
 from graphloom_jax.graph.instance_graph import build_instance_graph, graph_triples
 from graphloom_jax.retrieval import factory as retrieval_factory
 from graphloom_jax.retrieval import subgraph as sg
+from launch import common
 
-_CONFIG = config_flags.DEFINE_config_file("config", "configs/smollm2.py", "config file")
+_CONFIG = common.DEFINE_config_file("config", "configs/smollm2.py", "config file")
 _SPLIT = flags.DEFINE_enum("split", "validation", list(scenekb.SPLITS), "SceneKB split")
 _LIMIT = flags.DEFINE_integer("limit", 0, "at most this many questions (0: all)")
 _DISTRACTORS = flags.DEFINE_integer("distractor_instances", 0,
@@ -32,9 +32,33 @@ _DISTRACTORS = flags.DEFINE_integer("distractor_instances", 0,
 _OUTPUT = flags.DEFINE_string("output", "", "write the figures here as JSON")
 
 
+SECOND_ROUNDS = ("decoder", "template", "none")
+
+
+def check_flags(config) -> sg.SubgraphConfig:
+  """Every flag and the retrieval settings, before the embedder or a decoder is loaded."""
+  common.check_int("limit", _LIMIT.value, 0)
+  common.check_int("distractor_instances", _DISTRACTORS.value, 0)
+  if _OUTPUT.value:
+    common.check_output_file("output", _OUTPUT.value)
+  if config.embedder.path:
+    common.check_weights("config.embedder.path", config.embedder.path, allowed=())
+  mode = config.retrieval.second_round
+  if mode not in SECOND_ROUNDS:
+    raise app.UsageError(f"--config.retrieval.second_round={mode}: expected one of "
+                         f"{list(SECOND_ROUNDS)}")
+  if mode == "decoder":
+    common.check_model_config(config.model)
+  try:
+    return sg.SubgraphConfig.from_config(config.retrieval)
+  except (TypeError, ValueError) as e:
+    raise app.UsageError(f"--config.retrieval: {e}") from None
+
+
 def main(argv):
   del argv
   config = _CONFIG.value
+  cfg = check_flags(config)
   from graphloom_jax.models import load_embedder
   embedder = load_embedder(config.embedder.path or None)
   mode = config.retrieval.second_round
@@ -43,7 +67,6 @@ def main(argv):
     from graphloom_jax.models import decoder as decoder_lib
     decoder = decoder_lib.from_config(config.model)
   writer = retrieval_factory.query_writer(config, decoder)
-  cfg = sg.SubgraphConfig.from_config(config.retrieval)
   data = scenekb.load(_SPLIT.value)
   questions = data.questions[:_LIMIT.value] if _LIMIT.value else data.questions
   instances = sorted(data.images)

@@ -16,22 +16,35 @@ import json
 import pathlib
 
 from absl import app, flags, logging
-from ml_collections import config_flags
 
 from graphloom_jax import atomic
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.pipeline import save_heads
 from graphloom_jax.training import data, trainer
+from launch import common
 
-_CONFIG = config_flags.DEFINE_config_file("config", "configs/tiny.py", "configuration")
+_CONFIG = common.DEFINE_config_file("config", "configs/tiny.py", "configuration")
 _WORKDIR = flags.DEFINE_string("workdir", None, "output folder (resumes when it has checkpoints)")
 flags.mark_flag_as_required("workdir")
+
+
+def check_flags(config):
+  """The workdir and the config's model and training numbers, before anything is loaded."""
+  common.check_output_dir("workdir", _WORKDIR.value)
+  common.check_model_config(config.model)
+  t = config.train
+  for name in ("num_steps", "batch_size", "grad_accum", "log_every", "eval_every",
+               "checkpoint_every", "seq_len"):
+    common.check_int(f"config.train.{name}", t[name], 1)
+  for name in ("max_train_examples", "eval_examples"):
+    common.check_int(f"config.train.{name}", t[name], 0)
 
 
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
   config = _CONFIG.value
+  check_flags(config)
   workdir = pathlib.Path(_WORKDIR.value)
   # Locked before anything is written there: a second launcher on the workdir stops at once.
   lock = trainer.WorkdirLock(workdir)

@@ -9,16 +9,14 @@ Writes <output_dir>/grail (the checkpoint `GrailRetriever.from_checkpoint` and
 a rerun resumes from it) and <output_dir>/train_history.json.
 """
 
-import pathlib
-
 from absl import app
 from absl import flags
 from absl import logging
-from ml_collections import config_flags
 
 from graphloom_jax.training import grail_train
+from launch import common
 
-_CONFIG = config_flags.DEFINE_config_file("config", "configs/grail.py", "GRAIL config file.")
+_CONFIG = common.DEFINE_config_file("config", "configs/grail.py", "GRAIL config file.")
 _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Where checkpoints and logs go.",
                                   required=True)
 
@@ -26,12 +24,14 @@ _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Where checkpoints and log
 def main(argv):
   del argv
   g = _CONFIG.value.grail
-  if g.data == "mmqa" and not g.mmqa_dir:  # the project ships no MMQA folder
-    raise app.UsageError(
-        "--config.grail.data=mmqa needs --config.grail.mmqa_dir=FOLDER, the folder with the "
-        "official MMQA_dev.jsonl(.gz) and MMQA_images.jsonl(.gz) (allenai/multimodalqa, dataset/)")
-  if g.data == "mmqa" and not pathlib.Path(g.mmqa_dir).is_dir():
-    raise app.UsageError(f"--config.grail.mmqa_dir={g.mmqa_dir}: no such folder")
+  common.check_mmqa(g.data, g.mmqa_dir, "--config.grail.data=mmqa")
+  if g.data not in ("embedded", "mmqa"):
+    raise app.UsageError(f"--config.grail.data={g.data}: expected embedded or mmqa")
+  common.check_output_dir("output_dir", _OUTPUT_DIR.value)
+  if g.embedded_dir:
+    common.check_input_dir("config.grail.embedded_dir", g.embedded_dir)
+  if _CONFIG.value.embedder.path:
+    common.check_weights("config.embedder.path", _CONFIG.value.embedder.path, allowed=())
   logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
   _, _, history = grail_train.train_from_config(_CONFIG.value, _OUTPUT_DIR.value)
   for phase, h in history.items():
