@@ -1,9 +1,12 @@
 """`python -m launch.evaluate` on the tiny config (random decoder, random heads, 16 SceneKB
-validation questions in 2 shards of 8), run as subprocesses: 1 device, 8 devices and 2 processes
-x 4 devices (jax.distributed on localhost) write byte-identical predictions.jsonl and
-metrics.json; a run killed with SIGKILL after its first shard, resumed by two processes sharing
-the folder without a coordinator, neither recomputes that shard nor duplicates or loses a
-prediction; metrics.json equals a recomputation from predictions.jsonl with the scorers. The
+validation questions in 2 shards of 8), run as subprocesses: 1 device, 2 processes x 4 devices
+(jax.distributed on localhost) and 8 devices not used by the pipeline (mesh 1 x 1) write
+byte-identical predictions.jsonl and metrics.json; 8 devices data-parallel (mesh 8 x 1) and a
+2 x 4 data x model mesh write the same metrics.json and the same predictions up to float32
+rounding of the scores (texts, choices, citations and claims equal; reductions split over
+devices add in another order), and their runs record the mesh; a run killed with SIGKILL
+after its first shard, resumed by two processes sharing the folder without a coordinator,
+neither recomputes that shard nor duplicates or loses a prediction; metrics.json equals a recomputation from predictions.jsonl with the scorers. The
 library (graphloom_jax.evaluation.sharded) is tested in-process: the shard plan, refused
 restarts and shard files, and the TFDS datasets' examples and official metrics on the committed
 fixtures.
@@ -88,6 +91,37 @@ def single(tmp_path_factory, cache):
   return out
 
 
+def _same(a, b, path=""):
+  """Equal JSON values, floats to float32 rounding."""
+  if isinstance(a, dict):
+    assert isinstance(b, dict) and sorted(a) == sorted(b), path
+    for k in a:
+      _same(a[k], b[k], f"{path}.{k}")
+  elif isinstance(a, list):
+    assert isinstance(b, list) and len(a) == len(b), path
+    for i, (x, y) in enumerate(zip(a, b)):
+      _same(x, y, f"{path}[{i}]")
+  elif isinstance(a, float) and not isinstance(b, bool):
+    assert b == pytest.approx(a, rel=1e-5, abs=1e-6), path
+  else:
+    assert a == b, path
+
+
+@pytest.mark.parametrize("mesh", [(8, 1), (2, 4)])
+def test_data_and_model_parallel_meshes_give_the_same_predictions(single, cache, tmp_path,
+                                                                   mesh):
+  out = tmp_path / "mesh"
+  _finish(_start(out, cache, devices=8, extra=[f"--config.mesh.data={mesh[0]}",
+                                               f"--config.mesh.model={mesh[1]}"]))
+  assert (out / sharded.METRICS).read_bytes() == (single / sharded.METRICS).read_bytes()
+  got, want = _rows(out), _rows(single)
+  assert [r["text"] for r in got] == [r["text"] for r in want]
+  assert [r["choice"] for r in got] == [r["choice"] for r in want]
+  _same(got, want)
+  assert _run_json(out)["devices"] == {"backend": "cpu", "local": 8, "global": 8,
+                                       "mesh": {"data": mesh[0], "model": mesh[1]}}
+
+
 def test_one_device_eight_devices_and_two_processes_write_identical_files(single, cache,
                                                                            tmp_path):
   eight = tmp_path / "eight"
@@ -101,11 +135,14 @@ def test_one_device_eight_devices_and_two_processes_write_identical_files(single
     reference = (single / name).read_bytes()
     assert (eight / name).read_bytes() == reference, name
     assert (two / name).read_bytes() == reference, name
-  assert _run_json(single)["devices"] == {"backend": "cpu", "local": 1, "global": 1}
-  assert _run_json(eight)["devices"] == {"backend": "cpu", "local": 8, "global": 8}
+  one = {"data": 1, "model": 1}
+  assert _run_json(single)["devices"] == {"backend": "cpu", "local": 1, "global": 1,
+                                          "mesh": one}
+  assert _run_json(eight)["devices"] == {"backend": "cpu", "local": 8, "global": 8,
+                                         "mesh": one}
   for i in (0, 1):  # shard k belongs to process k % 2
     report = _run_json(two, i)
-    assert report["devices"] == {"backend": "cpu", "local": 4, "global": 8}
+    assert report["devices"] == {"backend": "cpu", "local": 4, "global": 8, "mesh": one}
     assert report["computed"] == [i] and report["process_count"] == 2
   # every example once, in order, with its gold answers and the Answer's provenance
   questions = scenekb.load(SPLIT).questions[:N]
