@@ -18,6 +18,11 @@ ConceptNet 5 assertions (`conceptnet-assertions-5.x.csv`): five tab-separated co
   exceed 1; `normalize="saturate"` maps w -> 1 - exp(-w)
   (file-independent: an excerpt and the full file agree), `"max"` maps w -> w / max w.
 
+Bad input: a line that is not UTF-8, longer than MAX_LINE_BYTES, malformed or missing fields
+(or a ConceptNet weight that is NaN, infinite or negative), and damaged gzip data, raise
+`TripleFormatError` naming the file and line (strict, the default); with strict=False they are
+skipped and counted in the loader's `ReadReport` (`skipped`, `errors`), every good line kept.
+
 VG150 relation statistics: score(s, p, o) = count(s, p, o) / sum_p' count(s, p', o), the
 predicate frequency given the subject and object classes, counted from scene graphs.
 """
@@ -33,8 +38,51 @@ import re
 from typing import Iterable
 
 from graphloom_jax import atomic
-from graphloom_jax.graph.triples import (Provenance, ReadReport, Triple, TripleFormatError,
-                                         _open_text)
+from graphloom_jax.graph.triples import (GZIP_ERRORS, Provenance, ReadReport, Triple,
+                                         TripleFormatError, _decode_json, _open_bytes)
+
+# Longer lines are refused without being held in memory (the longest WordNet 3.0 data line is
+# about 12 KB; a ConceptNet 5.7 assertion line under 4 KB).
+MAX_LINE_BYTES = 1 << 20
+
+
+def iter_text_lines(path: pathlib.Path, report: ReadReport, strict: bool,
+                    max_bytes: int | None = None):
+  """Yields (line number, text) of a text file (optionally .gz), read as bytes: a line that is
+  not UTF-8 or longer than `max_bytes`, and damaged gzip data (which ends the read), are
+  rejected through `report` with the file and line, never raised as a bare decode error.
+  `max_bytes` defaults to MAX_LINE_BYTES."""
+  max_bytes = MAX_LINE_BYTES if max_bytes is None else max_bytes
+  lineno = 0
+  with _open_bytes(path) as f:
+    while True:
+      try:
+        raw = f.readline(max_bytes + 1)
+        too_long = len(raw) > max_bytes and not raw.endswith(b"\n")
+        while too_long and raw:  # skip the rest of the line, a bounded chunk at a time
+          raw = f.readline(max_bytes)
+          if raw.endswith(b"\n"):
+            break
+      except GZIP_ERRORS as e:
+        report.reject(f"{path}:{lineno + 1}: truncated or corrupt gzip data ({e}); nothing "
+                      f"after line {lineno} can be read", strict)
+        return
+      if not raw and not too_long:
+        return
+      lineno += 1
+      if too_long:
+        report.reject(f"{path}:{lineno}: line longer than {max_bytes} bytes", strict)
+        continue
+      try:
+        text = raw.decode("utf-8")
+      except UnicodeDecodeError as e:
+        report.reject(f"{path}:{lineno}: not valid UTF-8 (byte {raw[e.start:e.start + 1]!r} at "
+                      f"offset {e.start}); expected UTF-8 text", strict)
+        continue
+      if "\x00" in text:
+        report.reject(f"{path}:{lineno}: NUL byte in the line", strict)
+        continue
+      yield lineno, text
 
 # --------------------------------------------------------------------------------------------
 # WordNet
@@ -82,17 +130,27 @@ def parse_data_line(line: str) -> Synset:
   f = body.split()
   try:
     offset, lex_filenum, ss_type = int(f[0]), int(f[1]), f[2]
+    if offset < 0 or lex_filenum < 0:
+      raise ValueError(f"offset {offset} / lex_filenum {lex_filenum} must be >= 0")
     if ss_type not in ("n", "v", "a", "s", "r"):
       raise ValueError(f"ss_type {ss_type!r} is not one of n v a s r")
     w_cnt = int(f[3], 16)
+    if w_cnt < 1:
+      raise ValueError(f"w_cnt {f[3]!r}: a synset needs at least one word")
     words = tuple(re.sub(r"\([a-z]+\)$", "", f[4 + 2 * i]) for i in range(w_cnt))
     for i in range(w_cnt):
       int(f[5 + 2 * i], 16)
     i = 4 + 2 * w_cnt
     p_cnt = int(f[i])
+    if p_cnt < 0:
+      raise ValueError(f"p_cnt {p_cnt} must be >= 0")
     pointers = []
     for j in range(p_cnt):
       sym, off, pos, st = f[i + 1 + 4 * j: i + 5 + 4 * j]
+      if pos not in ("n", "v", "a", "s", "r"):
+        raise ValueError(f"pointer {j}: pos {pos!r} is not one of n v a s r")
+      if int(off) < 0:
+        raise ValueError(f"pointer {j}: offset {off} must be >= 0")
       if len(st) != 4:
         raise ValueError(f"pointer {j}: source/target {st!r} is not 4 hex digits")
       int(st, 16)
@@ -100,6 +158,8 @@ def parse_data_line(line: str) -> Synset:
     rest = f[i + 1 + 4 * p_cnt:]
     if ss_type == "v":
       f_cnt = int(rest[0])
+      if f_cnt < 0 or len(rest) < 1 + 3 * f_cnt:
+        raise ValueError(f"f_cnt {f_cnt}: {len(rest) - 1} frame fields follow")
       rest = rest[1 + 3 * f_cnt:]
     if rest:
       raise ValueError(f"{len(rest)} unexpected field(s) before the gloss: {rest[:3]}")
@@ -130,7 +190,11 @@ class WordNet:
 
   @classmethod
   def load(cls, folder, pos: str | Iterable[str] = "n", strict: bool = True) -> "WordNet":
+    """Reads data.POS and index.POS for each part of speech in `pos`; see the module docstring
+    for what strict=False skips (counted in `.report`)."""
     folder = pathlib.Path(folder)
+    if not folder.is_dir():
+      raise FileNotFoundError(f"WordNet.load: {folder} is not a folder (wndb folder expected)")
     report = ReadReport(str(folder))
     synsets, index = {}, {}
     for p in pos:
@@ -140,21 +204,20 @@ class WordNet:
         path = folder / f"{kind}.{POS_FILES[p]}"
         if not path.exists():
           raise FileNotFoundError(f"WordNet.load: {path} does not exist (wndb folder expected)")
-        with _open_text(path, "r") as f:
-          for lineno, line in enumerate(f, start=1):
-            if _is_header(line) or not line.strip():
-              continue
-            try:
-              if kind == "data":
-                s = parse_data_line(line)
-                synsets[(s.pos, s.offset)] = s
-              else:
-                lemma, offsets = _parse_index_line(line, p)
-                index[(p, lemma)] = offsets
-            except ValueError as e:
-              report.reject(f"{path}:{lineno}: {e}", strict)
+        for lineno, line in iter_text_lines(path, report, strict):
+          if _is_header(line) or not line.strip():
+            continue
+          try:
+            if kind == "data":
+              s = parse_data_line(line)
+              synsets[(s.pos, s.offset)] = s
             else:
-              report.read += 1
+              lemma, offsets = _parse_index_line(line, p)
+              index[(p, lemma)] = offsets
+          except ValueError as e:
+            report.reject(f"{path}:{lineno}: {e}", strict)
+          else:
+            report.read += 1
     return cls(synsets, index, report)
 
   def senses(self, lemma: str, pos: str = "n") -> list[Synset]:
@@ -206,9 +269,13 @@ def _parse_index_line(line: str, pos: str) -> tuple[str, tuple[int, ...]]:
     if p != pos:
       raise ValueError(f"pos {p!r} where {pos!r} was expected")
     synset_cnt, p_cnt = int(f[2]), int(f[3])
+    if synset_cnt < 1 or p_cnt < 0:
+      raise ValueError(f"synset_cnt {synset_cnt} must be >= 1 and p_cnt {p_cnt} >= 0")
     i = 4 + p_cnt
     int(f[i]), int(f[i + 1])
     offsets = tuple(int(x) for x in f[i + 2:])
+    if any(o < 0 for o in offsets):
+      raise ValueError(f"negative synset offset in {offsets}")
     if len(offsets) != synset_cnt:
       raise ValueError(f"synset_cnt says {synset_cnt} senses but {len(offsets)} offsets follow")
   except (IndexError, ValueError) as e:
@@ -248,40 +315,43 @@ def load_conceptnet(path, language: str = "en", normalize: str = "saturate",
   path = pathlib.Path(path)
   report = ReadReport(str(path))
   rows = []
-  with _open_text(path, "r") as f:
-    for lineno, line in enumerate(f, start=1):
-      if not line.strip():
+  for lineno, line in iter_text_lines(path, report, strict):
+    if not line.strip():
+      continue
+    try:
+      cols = line.rstrip("\r\n").split("\t")
+      if len(cols) != 5:
+        raise ValueError(f"expected 5 tab-separated columns (URI, relation, start, end, JSON), "
+                         f"got {len(cols)}")
+      rel = conceptnet_relation(cols[1])
+      if cols[1] == "/r/ExternalURL":
+        report.read += 1  # links a concept to a web page: not a fact between concepts
         continue
+      (ls, s), (lo, o) = conceptnet_term(cols[2]), conceptnet_term(cols[3])
       try:
-        cols = line.rstrip("\n").split("\t")
-        if len(cols) != 5:
-          raise ValueError(f"expected 5 tab-separated columns (URI, relation, start, end, JSON), "
-                           f"got {len(cols)}")
-        rel = conceptnet_relation(cols[1])
-        if cols[1] == "/r/ExternalURL":
-          report.read += 1  # links a concept to a web page: not a fact between concepts
-          continue
-        (ls, s), (lo, o) = conceptnet_term(cols[2]), conceptnet_term(cols[3])
-        try:
-          info = json.loads(cols[4])
-        except json.JSONDecodeError as e:
-          raise ValueError(f"column 5 is not valid JSON ({e.msg})") from None
-        w = info.get("weight") if isinstance(info, dict) else None
-        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) \
-            or w < 0:
-          raise ValueError(f"column 5 needs a non-negative numeric 'weight', got {w!r}")
-      except ValueError as e:
-        report.reject(f"{path}:{lineno}: {e}", strict)
-        continue
-      report.read += 1
-      if ls == language and lo == language:
-        rows.append((s, rel, o, float(w)))
+        info = json.loads(cols[4])
+      except json.JSONDecodeError as e:
+        raise ValueError(f"column 5 is not valid JSON ({e.msg})") from None
+      except RecursionError:
+        raise ValueError("column 5 is JSON nested too deeply to read") from None
+      w = info.get("weight") if isinstance(info, dict) else None
+      if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) \
+          or w < 0:
+        raise ValueError(f"column 5 needs a finite non-negative numeric 'weight', got {w!r}")
+      # the fields are checked here (line breaks, empty names), the score set after the read
+      triple = Triple(s, rel, o, 1.0, "kb:conceptnet")
+    except ValueError as e:  # TripleFormatError included
+      report.reject(f"{path}:{lineno}: {e}", strict)
+      continue
+    report.read += 1
+    if ls == language and lo == language:
+      rows.append((triple, float(w)))
   if normalize == "max":
-    top = max((w for *_, w in rows), default=1.0) or 1.0
+    top = max((w for _, w in rows), default=1.0) or 1.0
     score = lambda w: w / top
   else:
     score = lambda w: 1.0 - math.exp(-w)
-  return [Triple(s, r, o, score(w), "kb:conceptnet") for s, r, o, w in rows], report
+  return [t.replace(confidence=score(w)) for t, w in rows], report
 
 
 class TripleKB:
@@ -307,15 +377,20 @@ class TripleKB:
 # --------------------------------------------------------------------------------------------
 
 
+def _read_json(path: pathlib.Path):
+  """A whole JSON file, its bad bytes or syntax named with the file and line."""
+  with open(path, "rb") as f:
+    return _decode_json(f.read(), path, "file")
+
+
 def load_vg150_vocab(path) -> tuple[list[str], list[str]]:
   """Reads the VG150 vocabulary file ({"objects": [...150], "predicates": [...50]})."""
   path = pathlib.Path(path)
-  with open(path, encoding="utf-8") as f:
-    data = json.load(f)
+  data = _read_json(path)
   if not isinstance(data, dict) or not {"objects", "predicates"} <= data.keys():
     raise TripleFormatError(f"{path}: expected an object with 'objects' and 'predicates' lists")
   for key in ("objects", "predicates"):
-    if not all(isinstance(x, str) and x for x in data[key]):
+    if not isinstance(data[key], list) or not all(isinstance(x, str) and x for x in data[key]):
       raise TripleFormatError(f"{path}: '{key}' must be a list of non-empty strings")
   return list(data["objects"]), list(data["predicates"])
 
@@ -366,14 +441,17 @@ class VG150Stats:
   @classmethod
   def load(cls, path) -> "VG150Stats":
     path = pathlib.Path(path)
-    with open(path, encoding="utf-8") as f:
-      data = json.load(f)
+    data = _read_json(path)
     if not isinstance(data, dict) or not {"objects", "predicates", "counts"} <= data.keys():
       raise TripleFormatError(f"{path}: expected 'objects', 'predicates' and 'counts'")
+    for key in ("objects", "predicates", "counts"):
+      if not isinstance(data[key], list):
+        raise TripleFormatError(f"{path}: '{key}' must be a list")
     stats = cls(data["objects"], data["predicates"])
     for i, row in enumerate(data["counts"]):
       if (not isinstance(row, list) or len(row) != 4 or not isinstance(row[3], int)
-          or row[3] < 0):
+          or isinstance(row[3], bool) or row[3] < 0
+          or not all(isinstance(x, str) for x in row[:3])):
         raise TripleFormatError(f"{path}: counts[{i}] must be [subject, predicate, object, "
                                 f"count >= 0], got {row!r}")
       if not stats.add(*row):
