@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from graphloom_jax import assets
+from graphloom_jax import assets, atomic
 from graphloom_jax.models import llama, weights
 from graphloom_jax.models.tokenizer import Tokenizer
 from graphloom_jax.ops import routing
@@ -394,16 +394,27 @@ def load_decoder(path: str | os.PathLike, dtype: str = "float32",
 
 def convert_to_orbax(source: str | os.PathLike, output: str | os.PathLike) -> pathlib.Path:
   """Writes any loadable checkpoint ("embedded", safetensors, Flax msgpack, GGUF, orbax) as an
-  orbax checkpoint in our layout, with its tokenizer beside it. Refuses a non-empty output."""
+  orbax checkpoint in our layout, with its tokenizer beside it. Refuses a non-empty output.
+
+  Atomic: checkpoint and tokenizer are written into a temporary sibling of `output` that is
+  renamed into place only when both are complete, so a failed or killed conversion leaves no
+  partial output folder; weights holding NaN or inf are refused before anything is written."""
   path = assets.smollm2_gguf() if str(source) == "embedded" else pathlib.Path(source)
   out = pathlib.Path(output)
+  if out.exists() and not out.is_dir():
+    raise FileExistsError(f"{out} is a file; choose a new output folder")
   if out.exists() and any(out.iterdir()):
     raise FileExistsError(f"{out} exists and is not empty; choose a new output folder")
   fmt, config, params = weights.load(path)
-  weights.save_orbax(out, config, params)
+  bad = [k for k, v in sorted(params.items()) if not np.isfinite(np.asarray(v)).all()]
+  if bad:
+    raise weights.WeightsError(f"{path}: parameter(s) {bad[:5]} contain NaN or inf "
+                               f"({len(bad)} in all); refusing to convert, nothing was written")
   tokenizer = load_tokenizer(fmt, path, config)
-  if tokenizer is not None:
-    tokenizer.save(out / weights.ORBAX_TOKENIZER)
+  with atomic.atomic_dir(out) as tmp:
+    weights.save_orbax(tmp, config, params)
+    if tokenizer is not None:
+      tokenizer.save(tmp / weights.ORBAX_TOKENIZER)
   return out
 
 
