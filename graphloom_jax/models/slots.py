@@ -139,6 +139,13 @@ def build_bank(triples: Sequence[Any], embed: Callable[[list[str]], np.ndarray],
     if table.ndim != 2 or table.shape[0] != len(unique):
       raise ValueError(f"embed returned shape {table.shape} for {len(unique)} texts; "
                        f"expected [{len(unique)}, E]")
+    finite = np.isfinite(table).all(axis=1)
+    if not finite.all():  # a NaN key or value would reach every routed attention row
+      text = unique[int(np.argmin(finite))]
+      i, ts, tr, to = next((i, s, r, o) for i, s, r, o, *_ in rows
+                           if text in (s, f"{r} {o}", r, f"{s} {o}"))
+      raise ValueError(f"slot bank: the embedding of {text!r} (a slot of triple {i}: ({ts}, "
+                       f"{tr}, {to})) contains NaN or inf; refusing to build the bank")
     width = table.shape[1]
   else:
     table = np.zeros((0, 0), np.float32)
