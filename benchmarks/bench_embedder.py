@@ -1,15 +1,22 @@
 """Sentence-embedding throughput: our JAX MiniLM embedder vs transformers' PyTorch BertModel with
-the same pooling, on real MMQA dev questions (--mmqa, the official MMQA_dev.jsonl.gz) or, without
-it, on the questions of the embedded benchmark (SceneKB, shipped in graphloom_jax/data/resources).
+the same pooling, on questions read from --questions (a JSON-lines file, optionally gzipped, of
+objects with a "question" field, such as the official MMQA_dev.jsonl.gz) or, by default, on the
+questions of the embedded benchmark (SceneKB, shipped in graphloom_jax/data/resources).
 
-  python benchmarks/bench_embedder.py --mmqa=/path/to/multimodalqa/dataset/MMQA_dev.jsonl.gz \
-      [--num_texts=2441] [--batch_size=64] [--repeats=3]
+  python benchmarks/bench_embedder.py [--questions=/path/to/MMQA_dev.jsonl.gz] \
+      [--num_texts=2441] [--batch_size=64] [--repeats=3] [--threads=N]
 
-Both sides get the same texts, the same thread count and the same batching recipe
-(sentence-transformers': tokenize, sort by length, batches of --batch_size, mean pooling, L2
-normalisation); PyTorch pads each batch to its longest text, JAX to its length bucket. Timings
-include tokenization, exclude JAX compilation (one warm-up pass per side), and alternate the two
-sides so that load from other processes falls on both. Target: JAX >= 1.5x PyTorch.
+Both sides get the same texts and the same cores: the process is pinned to --threads CPUs
+(default: every CPU it may run on), which XLA's thread pool sizes itself to, and PyTorch gets
+torch.set_num_threads(--threads). Both embed with the same recipe (tokenize with the same Rust
+tokenizer, mean pooling over real tokens, L2 normalisation): PyTorch in sentence-transformers'
+batches of --batch_size length-sorted texts padded to their longest, JAX in packed blocks of
+about the same number of tokens (see graphloom_jax/models/embedder.py). Timings include
+tokenization. Each side first makes one untimed warm-up pass over all texts (reported: for JAX
+it includes compiling every shape, printed separately); then the timed passes alternate JAX,
+PyTorch, JAX, PyTorch, ... so that load from other processes falls on both; the load average
+is printed before and after the timed passes and next to every pass, with each pass's CPU
+seconds (this process, all threads). Target: JAX >= 1.5x PyTorch.
 """
 
 import gzip
@@ -22,10 +29,12 @@ import numpy as np
 from absl import app, flags
 
 flags.DEFINE_integer("num_texts", 2441, "number of questions to embed")
-flags.DEFINE_integer("batch_size", 64, "texts per batch on both sides")
-flags.DEFINE_integer("repeats", 3, "timed passes per side (median reported)")
-flags.DEFINE_string("mmqa", "", "the official MMQA_dev.jsonl(.gz); \"\" = SceneKB's questions "
-                    "(test, then validation and train)")
+flags.DEFINE_integer("batch_size", 64, "PyTorch: texts per batch; JAX: load_embedder(batch_size)")
+flags.DEFINE_integer("repeats", 3, "timed passes per side, alternating (median reported)")
+flags.DEFINE_integer("threads", 0, "CPUs for both sides; 0 = every CPU this process may use")
+flags.DEFINE_string("questions", "", "JSON lines (optionally .gz) with a \"question\" field, e.g. "
+                    "the official MMQA_dev.jsonl.gz; \"\" = SceneKB's questions (test, then "
+                    "validation and train)")
 
 
 def torch_embedder(folder, max_length, batch_size, threads):
@@ -61,51 +70,81 @@ def torch_embedder(folder, max_length, batch_size, threads):
   return embed
 
 
+def read_questions(path: str, n: int) -> list[str]:
+  opener = gzip.open if path.endswith(".gz") else open
+  with opener(path, "rt") as fh:
+    return [json.loads(line)["question"] for line in fh if line.strip()][:n]
+
+
+def _load() -> str:
+  return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def _timed(fn, texts):
-  start = time.perf_counter()
+  """(wall seconds, CPU seconds of this process, result)."""
+  wall, cpu = time.perf_counter(), time.process_time()
   y = fn(texts)
-  return time.perf_counter() - start, y
+  return time.perf_counter() - wall, time.process_time() - cpu, y
 
 
 def main(argv):
   del argv
   f = flags.FLAGS
+  cpus = sorted(os.sched_getaffinity(0))
+  threads = f.threads or len(cpus)
+  if not 1 <= threads <= len(cpus):
+    raise app.UsageError(f"--threads={f.threads}: this process may use {len(cpus)} CPUs")
+  os.sched_setaffinity(0, cpus[:threads])  # before JAX starts its thread pool
+
+  import jax
   from graphloom_jax import assets
   from graphloom_jax.models import load_embedder
 
-  if f.mmqa:
-    opener = gzip.open if f.mmqa.endswith(".gz") else open
-    with opener(f.mmqa, "rt") as fh:
-      texts = [json.loads(line)["question"] for line in fh][:f.num_texts]
-    source = "MMQA dev questions"
+  if f.questions:
+    texts = read_questions(f.questions, f.num_texts)
+    source = f"questions of {os.path.basename(f.questions)}"
   else:
     from graphloom_jax.data import scenekb
     texts = [q.question for split in ("test", "validation", "train")
              for q in scenekb.load(split).questions][:f.num_texts]
     source = "SceneKB questions"
-  threads = os.cpu_count()
   jax_emb = load_embedder(batch_size=f.batch_size)
   torch_emb = torch_embedder(assets.minilm_dir(), jax_emb.max_length, f.batch_size, threads)
   lengths = [len(x) for x in jax_emb.tokenize(texts)]
   print(f"{len(texts)} {source}, {np.mean(lengths):.1f} tokens on average "
-        f"(max {max(lengths)}), batch {f.batch_size}, {threads} threads")
+        f"(max {max(lengths)}), batch {f.batch_size}, {threads} threads on CPUs "
+        f"{cpus[:threads]} for both (JAX backend {jax.default_backend()}, "
+        f"{jax.local_device_count()} device)")
 
-  start = time.perf_counter()
-  jax_emb.embed(texts)
-  print(f"JAX warm-up (compiles every bucket used): {time.perf_counter() - start:.1f} s")
-  torch_emb(texts[:f.batch_size])
+  wall, cpu, _ = _timed(jax_emb.embed, texts)
+  print(f"JAX warm-up pass:     {wall:6.2f} s (of which compiling "
+        f"{len(jax_emb.compiled_shapes)} shapes {jax_emb.compile_seconds:.2f} s)")
+  wall, cpu, _ = _timed(torch_emb, texts)
+  print(f"PyTorch warm-up pass: {wall:6.2f} s")
+  compiled = len(jax_emb.compiled_shapes)
+  print(f"timed passes, alternating; {_load()}")
   jax_s, torch_s = [], []
-  for _ in range(f.repeats):
-    s, y_jax = _timed(jax_emb.embed, texts)
-    jax_s.append(s)
-    s, y_torch = _timed(torch_emb, texts)
-    torch_s.append(s)
+  for i in range(f.repeats):
+    for name, fn, record in (("JAX", jax_emb.embed, jax_s), ("PyTorch", torch_emb, torch_s)):
+      wall, cpu, y = _timed(fn, texts)
+      record.append(wall)
+      if name == "JAX":
+        y_jax = y
+      else:
+        y_torch = y
+      print(f"  pass {i + 1} {name:7s} {wall:6.2f} s wall, {cpu:6.2f} s CPU, "
+            f"{len(texts) / wall:7.1f} texts/s; {_load()}")
+  if len(jax_emb.compiled_shapes) != compiled:
+    print(f"WARNING: JAX compiled {len(jax_emb.compiled_shapes) - compiled} new shapes while timed")
   jax_rate = len(texts) / statistics.median(jax_s)
   torch_rate = len(texts) / statistics.median(torch_s)
-  print(f"JAX:     {jax_rate:8.1f} texts/s  (passes: {', '.join(f'{s:.2f}' for s in jax_s)} s)")
-  print(f"PyTorch: {torch_rate:8.1f} texts/s  (passes: {', '.join(f'{s:.2f}' for s in torch_s)} s)")
-  print(f"ratio JAX / PyTorch: {jax_rate / torch_rate:.2f}x (target >= 1.5x)")
-  print(f"max |JAX - PyTorch| over the embeddings: {np.abs(y_jax - y_torch).max():.2e}")
+  pairs = [t / j for j, t in zip(jax_s, torch_s)]
+  print(f"JAX:     {jax_rate:8.1f} texts/s (median of {f.repeats} passes)")
+  print(f"PyTorch: {torch_rate:8.1f} texts/s (median of {f.repeats} passes)")
+  print(f"ratio JAX / PyTorch: {jax_rate / torch_rate:.2f}x (target >= 1.5x); per pair "
+        f"{', '.join(f'{r:.2f}' for r in pairs)}; {_load()}")
+  print(f"max |JAX - PyTorch| over the normalised embeddings: "
+        f"{np.abs(y_jax - y_torch).max():.2e} (tolerance 1e-5)")
 
 
 if __name__ == "__main__":

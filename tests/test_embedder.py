@@ -85,6 +85,68 @@ def test_minilm_order_and_batching_independent(minilm):
   np.testing.assert_allclose(minilm.embed(texts[::-1]), together[::-1], atol=1e-6)
 
 
+def test_pack_rows_best_fit():
+  rng = np.random.default_rng(_seed())
+  lengths = rng.integers(2, 65, 500)
+  rows = embedder.pack_rows(lengths, 64, 32)
+  flat = [i for row in rows for i in row]
+  assert sorted(flat) == list(range(len(lengths)))  # every text exactly once
+  assert all(sum(lengths[row]) <= 64 and 1 <= len(row) <= 32 for row in rows)
+  # Best fit: no text placed in a later row would have fitted into an earlier row's gap.
+  gaps = [64 - sum(lengths[row]) for row in rows]
+  for r, row in enumerate(rows):
+    for i in row:
+      assert all(lengths[i] > gaps[q] for q in range(r) if len(rows[q]) < 32)
+  # Short texts fill rows almost completely: within one row of the token lower bound.
+  small = rng.integers(2, 17, 500)
+  assert len(embedder.pack_rows(small, 64, 32)) <= -(-small.sum() // 64) + 1
+  # max_per_row binds: 100 texts of 2 tokens, at most 8 to a row.
+  rows = embedder.pack_rows(np.full(100, 2), 64, 8)
+  assert len(rows) == 13 and max(len(row) for row in rows) == 8
+  assert embedder.pack_rows(np.array([], np.int64), 64, 8) == []
+
+
+@needs_minilm
+def test_packed_blocks_match_pytorch_and_compile_once(minilm):
+  """Many short texts (several packed blocks, a partial last one) plus a few longer than a
+  packed row (bucketed path), against PyTorch; a second call with other texts compiles
+  nothing new."""
+  folder = assets.minilm_dir()
+  seed = _seed()
+  rng = np.random.default_rng(seed)
+  words = _vocab_words(folder)
+  texts = _random_sentences(rng, 37, words, 12)
+  texts += [" ".join(words[i] for i in rng.integers(0, len(words), n)) for n in (40, 60, 90)]
+  lengths = np.array([len(x) for x in minilm.tokenize(texts)])
+  assert (lengths > minilm.pack_length).any() and (lengths <= minilm.pack_length).sum() > 30
+  ref, _, _ = _torch_reference(folder, texts, max_length=256)
+  got = minilm.embed(texts)
+  err = np.abs(got - ref).max()
+  assert err < 1e-5, f"seed {seed}: max |jax - torch| = {err}"
+  packed = [s for s in minilm.compiled_shapes if s[0] == "packed"]
+  assert packed and all(s[1][1] == minilm.pack_length for s in packed)
+  shapes, seconds = set(minilm.compiled_shapes), minilm.compile_seconds
+  more = _random_sentences(rng, 37, words, 12)
+  minilm.embed(more)
+  minilm.embed(more[:3])
+  new = set(minilm.compiled_shapes) - shapes
+  assert all(s[0] == "packed" for s in new)  # at most a smaller last block, never per batch
+  assert minilm.compile_seconds >= seconds
+
+
+@needs_minilm
+def test_compiler_options_fallback():
+  """Options this XLA rejects are dropped: the embedder compiles with its defaults."""
+  folder = assets.minilm_dir()
+  ref = load_embedder(batch_size=8)
+  emb = embedder.BertSentenceEmbedder(
+      bert.load_bert(folder), ref._tokenizer, max_length=256, model_id="x", batch_size=8,
+      compiler_options={"xla_cpu_use_onednn": "not a bool"})
+  texts = ["a cat on a mat", "two dogs"]
+  np.testing.assert_allclose(emb.embed(texts), ref.embed(texts), atol=1e-6)
+  assert emb._compiler_options is None and emb.compile_seconds > 0
+
+
 @needs_minilm
 def test_embedder_protocol_and_empty(minilm):
   assert isinstance(minilm, embedder.Embedder)

@@ -107,7 +107,7 @@ class BertLayer(nnx.Module):
     self.ln2_bias = _zeros((d,))
 
   def __call__(self, x, mask):
-    """x [B, T, D], mask [B, T] bool -> [B, T, D]."""
+    """x [B, T, D], mask [B, T] or [B, T, T] bool (see bert_ops) -> [B, T, D]."""
     p = {name: getattr(self, name)[...] for name in LAYER_PARAMS}
     return bert_ops.encoder_layer(x, mask, p, self.num_heads, self.eps)
 
@@ -125,14 +125,15 @@ class BertEncoder(nnx.Module):
     self.emb_ln_bias = _zeros((d,))
     self.layers = nnx.List([BertLayer(cfg, rngs=rngs) for _ in range(cfg.num_layers)])
 
-  def __call__(self, ids, mask, type_ids=None):
-    """ids [B, T] int, mask [B, T] bool, type_ids [B, T] int or None -> hidden [B, T, D]."""
+  def __call__(self, ids, mask, type_ids=None, positions=None):
+    """ids [B, T] int; mask [B, T] bool, or [B, T, T] (query, key) for packed rows; type_ids
+    [B, T] int or None; positions [B, T] int or None (0..T-1) -> hidden [B, T, D]."""
     if ids.shape[1] > self.cfg.max_position:
       raise ValueError(f"sequence length {ids.shape[1]} exceeds max_position "
                        f"{self.cfg.max_position}")
     x = bert_ops.embed(ids, self.word[...], self.position[...], self.token_type[...],
                        self.emb_ln_scale[...], self.emb_ln_bias[...], self.cfg.layer_norm_eps,
-                       type_ids)
+                       type_ids, positions)
     for layer in self.layers:
       x = layer(x, mask)
     return x

@@ -2,7 +2,9 @@
 sentence-transformers mean pooling.
 
 Shapes: B batch, T tokens, D model width, N heads, H head dim (D = N * H), F MLP width.
-`mask` is a bool [B, T] that is True on real tokens and False on padding.
+`mask` is a bool [B, T] that is True on real tokens and False on padding, or, for rows that
+pack several texts, a bool [B, T, T] (query, key) that is True where the query may attend to
+the key (same text, both real).
 
 These match Hugging Face's `BertModel` (eager or SDPA attention) in float32: padded keys get an
 additive `finfo.min` bias, so they receive exactly zero probability; rows of padded queries are
@@ -22,14 +24,19 @@ def layer_norm(x, scale, bias, eps: float):
   return (y * scale + bias).astype(x.dtype)
 
 
-def embed(ids, word, position, token_type, ln_scale, ln_bias, eps: float, type_ids=None):
+def embed(ids, word, position, token_type, ln_scale, ln_bias, eps: float, type_ids=None,
+          positions=None):
   """Token + position + token-type embeddings, then LayerNorm.
 
   ids [B, T] int; word [V, D]; position [P, D] (P >= T); token_type [2, D];
-  type_ids [B, T] int or None (all segment 0, the single-sentence case). Returns [B, T, D].
+  type_ids [B, T] int or None (all segment 0, the single-sentence case); positions [B, T] int
+  or None (0..T-1 on every row; packed rows restart at 0 for each text). Returns [B, T, D].
   """
   t = ids.shape[1]
-  x = jnp.take(word, ids, axis=0) + position[None, :t]
+  if positions is None:
+    x = jnp.take(word, ids, axis=0) + position[None, :t]
+  else:
+    x = jnp.take(word, ids, axis=0) + jnp.take(position, positions, axis=0)
   if type_ids is None:
     x = x + token_type[0]
   else:
@@ -40,8 +47,9 @@ def embed(ids, word, position, token_type, ln_scale, ln_bias, eps: float, type_i
 def self_attention(x, mask, wqkv, bqkv, wo, bo, num_heads: int):
   """Bidirectional multi-head attention with padded keys masked.
 
-  x [B, T, D]; mask [B, T] bool; wqkv [D, 3D] (query, key, value side by side, (in, out)
-  layout); bqkv [3D]; wo [D, D]; bo [D]. Returns [B, T, D] (before the residual).
+  x [B, T, D]; mask [B, T] (keys) or [B, T, T] (query, key) bool; wqkv [D, 3D] (query, key,
+  value side by side, (in, out) layout); bqkv [3D]; wo [D, D]; bo [D]. Returns [B, T, D]
+  (before the residual).
   """
   b, t, d = x.shape
   h = d // num_heads
@@ -49,7 +57,8 @@ def self_attention(x, mask, wqkv, bqkv, wo, bo, num_heads: int):
   qkv = qkv.reshape(b, t, 3, num_heads, h)  # [B, T, 3, N, H]
   q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]  # each [B, T, N, H]
   scores = jnp.einsum("BTNH,BSNH->BNTS", q, k) / jnp.sqrt(jnp.float32(h))
-  bias = jnp.where(mask, 0.0, jnp.finfo(scores.dtype).min)[:, None, None, :]  # [B, 1, 1, S]
+  keys = mask[:, None, None, :] if mask.ndim == 2 else mask[:, None]  # [B, 1, 1|T, S]
+  bias = jnp.where(keys, 0.0, jnp.finfo(scores.dtype).min)
   probs = jax.nn.softmax(scores + bias, axis=-1)
   ctx = jnp.einsum("BNTS,BSNH->BTNH", probs, v).reshape(b, t, d)  # [B, T, D]
   return ctx @ wo + bo
@@ -62,6 +71,16 @@ def encoder_layer(x, mask, p: dict, num_heads: int, eps: float):
   x = layer_norm(x + a, p["ln1_scale"], p["ln1_bias"], eps)
   m = jax.nn.gelu(x @ p["w_in"] + p["b_in"], approximate=False) @ p["w_out"] + p["b_out"]
   return layer_norm(x + m, p["ln2_scale"], p["ln2_bias"], eps)
+
+
+def segment_mean_pool(hidden, segments, num_segments: int):
+  """Mean of each packed text's states. hidden [B, T, D]; segments [B, T] int, the slot (0 ..
+  num_segments - 1) of the text a token belongs to, -1 on padding -> [B, num_segments, D]
+  (zeros for empty slots, like mean_pool's all-padding rows)."""
+  onehot = (segments[:, None, :] == jnp.arange(num_segments)[None, :, None])  # [B, S, T]
+  onehot = onehot.astype(hidden.dtype)
+  total = jnp.einsum("BST,BTD->BSD", onehot, hidden)
+  return total / jnp.maximum(jnp.sum(onehot, axis=-1, keepdims=True), 1e-9)
 
 
 def mean_pool(hidden, mask):

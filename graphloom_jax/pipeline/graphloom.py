@@ -51,6 +51,7 @@ from graphloom_jax.pipeline import correct as correct_lib
 from graphloom_jax.pipeline import decode, evidence as evidence_lib, instance, prompts
 from graphloom_jax.pipeline import sharding as sharding_lib
 from graphloom_jax.pipeline import verify as verify_lib
+from graphloom_jax.pipeline.arguments import check_answer_args
 from graphloom_jax.pipeline.types import ALL_MODES, Answer, CitedTriple, Claim
 from graphloom_jax.retrieval import factory
 from graphloom_jax.retrieval import subgraph as sg
@@ -269,6 +270,7 @@ class GraphLoom:
                    objects: Sequence | None = None, options: Sequence | None = None,
                    mode: str = "graphloom") -> list[Answer]:
     """`answer` for many questions, decoding them as one batch."""
+    check_answer_args(questions, triples, objects=objects, options=options, mode=mode)
     items = self._items(questions, triples, objects, options, mode)
     if all(it.graph is not None for it in items):
       self._prepare(items)
