@@ -215,3 +215,25 @@ def test_prompts_fit_the_decoder_context(parts):
   assert shown == a.retrieved[:len(shown)]  # the best-scored triples are the ones kept
   with pytest.raises(ValueError, match="more than the 184"):
     system.answer("why " * 60 + "?", [], mode="no_retrieval")
+
+
+def test_text_option_scores_with_a_shared_prompt_cache_equal_full_rows(parts):
+  """decode.score_text_options (each prompt prefilled once) equals scoring [prompt ; option ;
+  EOS] rows from scratch (decode.score_text_rows)."""
+  from graphloom_jax.pipeline import decode, prompts
+  system = _system(parts)
+  fmt = system.fmt
+  qs = ["What is on the table?", "Which thing that the man is holding is a kind of tool?"]
+  ids = [fmt.evidence_prompt_ids(q, ["man holding hammer.", "hammer is a tool."] * (i + 1))
+         for i, q in enumerate(qs)]
+  options = [[fmt.answer_ids(o) for o in ("cup", "red plate", "x")],
+             [fmt.answer_ids(o) for o in ("hammer", "a very long option name indeed")]]
+  got = decode.score_text_options(system._backbone_def, system._backbone_state, ids, options,
+                                  fmt.pad)
+  rows = [prompts.token_row(p + o, len(p), 256, fmt.pad, "row")
+          for p, opts in zip(ids, options) for o in opts]
+  batch = {k: np.stack([r[k] for r in rows]) for k in rows[0]}
+  want = decode.score_text_rows(system._backbone_def, system._backbone_state, batch["tokens"],
+                                batch["valid"], batch["output_mask"])
+  np.testing.assert_allclose(got, np.asarray(want), rtol=1e-5, atol=1e-5)
+  assert got.shape == (5,) and np.isfinite(got).all()

@@ -67,7 +67,7 @@ class Spy:
 
   def __init__(self, monkeypatch):
     self.calls = []
-    for module, name in ((decode, "_score_rows"), (decode, "_score_text_rows"),
+    for module, name in ((decode, "_score_rows"), (decode, "_score_text_options"),
                          (decoder_lib, "_generate")):
       monkeypatch.setattr(module, name, self._wrap(name, getattr(module, name)))
 

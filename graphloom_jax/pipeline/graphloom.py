@@ -459,22 +459,21 @@ class GraphLoom:
     return {k: np.stack([r[k] for r in rows]) for k in rows[0]}
 
   def _score(self, items: list[Prepared], mode: str, texts: list[list[str]]):
-    """Per row [prompt ; text ; EOS] (rows of all items in order): the text's mean token
-    log-likelihood [N] under the mode's conditioning, and in GraphLoom mode the router's gates
-    and active set [N, T, M]; plus the rows."""
+    """Per (item, text), in order: the text's mean token log-likelihood [N] (text + EOS) after
+    the item's prompt under the mode's conditioning; in GraphLoom mode also the router's gates
+    and active set [N, T, M] and the [prompt ; text ; EOS] rows they index (else None)."""
+    if mode != "graphloom":  # each prompt prefilled once, its options continue its cache
+      lp = decode.score_text_options(
+          self._backbone_def, self._backbone_state, [it.prompt for it in items],
+          [[self.fmt.answer_ids(t) for t in ts] for ts in texts], self.fmt.pad, mesh=self.mesh)
+      return lp, None, None, None
     rows = self._rows(items, texts)
-    gates = active = None
-    if mode == "graphloom":
-      arrays = decode.repeat_rows(self._arrays(items), [len(t) for t in texts])
-      batch = {k: jnp.asarray(v) for k, v in {**arrays, **rows}.items()}
-      lp, gates, active = decode.score_rows(self._heads_def, self._heads_state,
-                                            self._backbone_def, self._backbone_state, batch,
-                                            first_layer=self.first_layer, mesh=self.mesh)
-      gates, active = np.asarray(gates), np.asarray(active)
-    else:
-      lp = decode.score_text_rows(self._backbone_def, self._backbone_state, rows["tokens"],
-                                  rows["valid"], rows["output_mask"], mesh=self.mesh)
-    return np.asarray(lp), gates, active, rows
+    arrays = decode.repeat_rows(self._arrays(items), [len(t) for t in texts])
+    batch = {k: jnp.asarray(v) for k, v in {**arrays, **rows}.items()}
+    lp, gates, active = decode.score_rows(self._heads_def, self._heads_state,
+                                          self._backbone_def, self._backbone_state, batch,
+                                          first_layer=self.first_layer, mesh=self.mesh)
+    return np.asarray(lp), np.asarray(gates), np.asarray(active), rows
 
   def _cite(self, items: list[Prepared]) -> None:
     """GraphLoom mode: the routed slots at the answer's own steps (teacher-forced on it)."""
