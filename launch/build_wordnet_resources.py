@@ -29,13 +29,17 @@ import pathlib
 from absl import app, flags
 
 from graphloom_jax.graph.kb import WordNet
+from launch import common
 
 FLAGS = flags.FLAGS
+# Defaults inside the project (not the working directory), so the tool runs from anywhere.
+_ROOT = common.PROJECT_ROOT
 flags.DEFINE_string("wordnet_dir", "/usr/share/wordnet", "folder with WordNet 3.0 wndb files")
-flags.DEFINE_string("vocab", "graphloom_jax/data/resources/vg150/vocab.json",
+flags.DEFINE_string("vocab", str(_ROOT / "graphloom_jax/data/resources/vg150/vocab.json"),
                     "VG150 vocabulary")
-flags.DEFINE_string("out", "graphloom_jax/data/resources/wordnet", "output folder")
-flags.DEFINE_string("tests_out", "tests/data/wordnet", "output folder for the test excerpt")
+flags.DEFINE_string("out", str(_ROOT / "graphloom_jax/data/resources/wordnet"), "output folder")
+flags.DEFINE_string("tests_out", str(_ROOT / "tests/data/wordnet"),
+                    "output folder for the test excerpt")
 flags.DEFINE_string("license", "/usr/share/doc/wordnet-base/copyright",
                     "file holding WordNet's licence text")
 
@@ -162,6 +166,11 @@ def build(wordnet_dir, vocab, out, tests_out, license_file) -> str:
 
 def main(argv):
   del argv
+  common.check_input_dir("wordnet_dir", FLAGS.wordnet_dir)
+  common.check_input_file("vocab", FLAGS.vocab)
+  common.check_input_file("license", FLAGS.license)
+  common.check_output_dir("out", FLAGS.out)
+  common.check_output_dir("tests_out", FLAGS.tests_out)
   print(build(FLAGS.wordnet_dir, FLAGS.vocab, FLAGS.out, FLAGS.tests_out, FLAGS.license))
 
 
