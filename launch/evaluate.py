@@ -30,13 +30,13 @@ import json
 import pathlib
 
 from absl import app, flags
-from ml_collections import config_flags
 
 from graphloom_jax.evaluation import sharded
 from graphloom_jax.pipeline import MODES, sharding
 from graphloom_jax.pipeline.graphloom import HEADS_DIR
+from launch import common
 
-_CONFIG = config_flags.DEFINE_config_file("config", "configs/smollm2.py", "configuration")
+_CONFIG = common.DEFINE_config_file("config", "configs/smollm2.py", "configuration")
 flags.DEFINE_enum("dataset", "scenekb", sharded.DATASETS, "what to evaluate on")
 flags.DEFINE_string("split", None, f"the split (default {sharded.DEFAULT_SPLITS})")
 flags.DEFINE_integer("num_examples", 0, "the first N examples of the split (0: all)")
