@@ -22,6 +22,34 @@ Setup (printed again with the results):
   gold hit), ScaNN recall@10 against exact on all SceneKB questions, latency per query for one
   query at a time (median) and for all questions in one call (total / Q), index build time.
   Baseline "instance": each question searched over its own instance graph only, exactly.
+
+Clustered mode (`--clustered`, issue 10 item 6: ScaNN's defaults against exact search):
+
+  python benchmarks/bench_scaling.py --clustered [--clustered_tiers=100000,300000,1000000]
+      [--dim=384] [--queries=1000] [--sweep_configs=...]
+
+- Vectors: unit rows in --dim (384, the MiniLM width) from a two-level mixture, generated in
+  chunks with a fixed seed: 64 topic directions t; N / 100 cluster centres
+  c = normalize(normalize(t + 0.8 g) + 0.35 u) (u one direction shared by all, as real sentence
+  embeddings share one: their mean cosine is ~0.1), cluster sizes lognormal(0, 1.5) (a few large
+  clusters, many small), each cluster a width w ~ U(0.7, 1.6); points
+  normalize(c + w U(0.8, 1.2) g'), g, g' ~ N(0, I/D). Queries: --queries fresh points of the
+  same mixture. Calibrated against MiniLM: SceneKB questions against 20k WordNet triple texts
+  have mean cosine to their 1st / 10th / 50th neighbour 0.58 / 0.45 / 0.36 (mean 0.10, std
+  0.08); this mixture at 20k gives 0.53 / 0.49 / 0.44 (mean 0.06, std 0.08): neighbours as
+  close, but less separated from the 50th, which makes it harder for ANN than the real texts.
+- Exact: a blocked float32 numpy matmul (BLAS on every core) and argpartition top-k over all N,
+  queries in batches of 128 (the ground truth, and the speed reference: no copies, no
+  [Q, N] matrix); ExactIndex (jax) is timed too where its copies fit (N <= 300k).
+- ScaNN: `ScannIndex(vectors)` with the shipped `scann_defaults(N)`; recall@10 = |ScaNN top-10
+  & exact top-10| / 10 averaged over queries; speed: all queries in one call (ms per query) and
+  one query at a time (median over --latency_queries), each against the same mode of exact.
+- --blobs=40: instead, tests/test_index.py's mixture at scale (40 isotropic Gaussian blobs,
+  normalize(c + 0.35 g), c, g ~ N(0, I)): no structure inside a blob, the hard case for a tree.
+- Timing: exact and ScaNN take turns (3 batched repetitions, best kept; single queries
+  alternate), so load from other processes falls on both alike.
+- --sweep_configs="leaves:L1/L2,...;reorder:R1/R2,..." also searches the built ScaNN index with
+  those leaves_to_search (absolute, or a fraction of num_leaves when < 1) and reorder counts.
 """
 
 import re
@@ -39,6 +67,17 @@ flags.DEFINE_string("wordnet_dir", "/usr/share/wordnet", "WordNet 3.0 wndb folde
 flags.DEFINE_string("split", "test", "SceneKB split whose questions are scored")
 flags.DEFINE_integer("latency_queries", 50, "queries timed one at a time per index")
 flags.DEFINE_bool("embed_only", False, "fill the embedding cache for the tiers and stop")
+flags.DEFINE_bool("clustered", False, "ScaNN defaults vs exact on clustered synthetic vectors "
+                  "(see the module docstring) instead of the SceneKB / WordNet benchmark")
+flags.DEFINE_string("clustered_tiers", "100000,300000,1000000", "pool sizes of --clustered")
+flags.DEFINE_integer("dim", 384, "vector width of --clustered")
+flags.DEFINE_integer("queries", 1000, "queries of --clustered")
+flags.DEFINE_integer("blobs", 0, "--clustered: use this many isotropic blobs "
+                     "(tests/test_index.py's mixture) instead of the hierarchical mixture")
+flags.DEFINE_string("spread", "0.7,1.6", "--clustered: range of the cluster widths w (wider: "
+                    "clusters overlap more, harder for ANN)")
+flags.DEFINE_string("sweep_configs", "", "--clustered: leaves:a/b/...;reorder:x/y/... searched "
+                    "on the default-built index besides the defaults")
 flags.DEFINE_string("sweep", "", "comma-separated ScaNN leaves_to_search to also report at the "
                     "largest tier (recall@10 and latency), for tuning the defaults")
 
@@ -145,9 +184,190 @@ def recall_vs(approx_ids, exact_ids):
   return float(np.mean([len(set(a) & set(e)) / len(e) for a, e in zip(approx_ids, exact_ids)]))
 
 
+def clustered_vectors(n: int, dim: int, seed: int, n_topics: int = 64, per_cluster: int = 100,
+                      spread=(0.7, 1.6), common: float = 0.35, size_sigma: float = 1.5):
+  """(points [n, dim], a sampler of more points from the same mixture); see the module
+  docstring for the mixture."""
+  rng = np.random.default_rng(seed)
+  shared = rng.standard_normal(dim).astype(np.float32)
+  shared /= np.linalg.norm(shared)
+  topics = rng.standard_normal((n_topics, dim)).astype(np.float32)
+  topics /= np.linalg.norm(topics, axis=1, keepdims=True)
+  n_clusters = max(1, n // per_cluster)
+  centres = topics[rng.integers(0, n_topics, n_clusters)] + 0.8 * rng.standard_normal(
+      (n_clusters, dim)).astype(np.float32) / np.sqrt(dim)
+  centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+  centres += common * shared
+  centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+  weights = rng.lognormal(0.0, size_sigma, n_clusters)
+  weights /= weights.sum()
+  widths = rng.uniform(*spread, n_clusters).astype(np.float32)
+
+  def sample(m, rng, chunk=65536):
+    out = np.empty((m, dim), np.float32)
+    for s in range(0, m, chunk):
+      c = min(chunk, m - s)
+      k = rng.choice(n_clusters, c, p=weights)
+      scale = (widths[k, None] * rng.uniform(0.8, 1.2, (c, 1)).astype(np.float32)
+               / np.float32(np.sqrt(dim)))
+      v = centres[k] + scale * rng.standard_normal((c, dim), dtype=np.float32)
+      out[s:s + c] = v / np.linalg.norm(v, axis=1, keepdims=True)
+    return out
+
+  return sample(n, rng), sample
+
+
+def exact_numpy(pool, queries, k, query_batch=128, chunk=262144):
+  """Exact top-k inner products (ids [Q, k] best first, float32 matmul, ties to the lower id)."""
+  out = np.empty((len(queries), k), np.int64)
+  for qs in range(0, len(queries), query_batch):
+    q = queries[qs:qs + query_batch]
+    best_s = np.full((len(q), 0), -np.inf, np.float32)
+    best_i = np.zeros((len(q), 0), np.int64)
+    for cs in range(0, len(pool), chunk):
+      s = q @ pool[cs:cs + chunk].T  # [q, chunk]
+      kk = min(k, s.shape[1])
+      part = np.argpartition(-s, kk - 1, axis=1)[:, :kk]
+      best_s = np.concatenate([best_s, np.take_along_axis(s, part, 1)], axis=1)
+      best_i = np.concatenate([best_i, part + cs], axis=1)
+      order = np.lexsort((best_i, -best_s), axis=1)[:, :k]
+      best_s, best_i = np.take_along_axis(best_s, order, 1), np.take_along_axis(best_i, order, 1)
+    out[qs:qs + query_batch] = best_i
+  return out
+
+
+def blob_vectors(n: int, dim: int, seed: int, blobs: int = 40, noise: float = 0.35):
+  """tests/test_index.py's clustered vectors at scale: `blobs` isotropic Gaussian blobs,
+  normalize(c + noise g), c, g ~ N(0, I). Each blob has no structure inside it, so a query's
+  nearest neighbours are spread over many k-means leaves: the hard case for a tree index."""
+  rng = np.random.default_rng(seed)
+  centres = rng.standard_normal((blobs, dim)).astype(np.float32)
+
+  def sample(m, rng, chunk=65536):
+    out = np.empty((m, dim), np.float32)
+    for s in range(0, m, chunk):
+      c = min(chunk, m - s)
+      v = centres[rng.integers(0, blobs, c)] + noise * rng.standard_normal((c, dim),
+                                                                           dtype=np.float32)
+      out[s:s + c] = v / np.linalg.norm(v, axis=1, keepdims=True)
+    return out
+
+  return sample(n, rng), sample
+
+
+def race(fns: dict, queries, n_single: int, repeats: int = 3):
+  """Seconds per query of each search function, batched (all queries in one call, the best of
+  `repeats`) and one query at a time (median over the first n_single queries). The functions
+  take turns in every repetition and on every single query, so load from other processes falls
+  on all of them alike. Returns ({name: ids of the batched call}, {name: (batched, single)})."""
+  for fn in fns.values():  # warm-up: compilation, first-touch
+    fn(queries[:256])
+    fn(queries[:1])
+  ids, batched = {}, {name: float("inf") for name in fns}
+  for _ in range(repeats):
+    for name, fn in fns.items():
+      t = time.perf_counter()
+      ids[name] = fn(queries)
+      batched[name] = min(batched[name], (time.perf_counter() - t) / len(queries))
+  single = {name: [] for name in fns}
+  for q in queries[:n_single]:
+    for name, fn in fns.items():
+      t = time.perf_counter()
+      fn(q[None])
+      single[name].append(time.perf_counter() - t)
+  return ids, {name: (batched[name], statistics.median(single[name])) for name in fns}
+
+
+def _scann_fn(index, k, leaves=None, reorder=None):
+  searcher = index._searcher
+  reorder = int(reorder or index.options.get("reorder", k))
+
+  def fn(q):
+    if leaves is None and reorder == index.options.get("reorder", k):
+      return index.search(q, k)[0]  # the shipped path
+    search = searcher.search_batched_parallel if len(q) >= 16 else searcher.search_batched
+    return np.asarray(search(q, final_num_neighbors=k, pre_reorder_num_neighbors=reorder,
+                             leaves_to_search=leaves)[0])
+  return fn
+
+
+def run_clustered(f):
+  import os
+  from graphloom_jax.retrieval import ExactIndex, ScannIndex
+  from graphloom_jax.retrieval.index import scann_defaults
+
+  tiers = [int(x) for x in f.clustered_tiers.split(",") if x]
+  sweep = {}
+  for part in filter(None, f.sweep_configs.split(";")):
+    name, _, values = part.partition(":")
+    sweep[name] = [float(v) for v in values.split("/")]
+  data = (f"blobs {f.blobs} (tests/test_index.py's mixture)" if f.blobs
+          else f"hierarchical mixture, widths {f.spread}")
+  print(f"load average {os.getloadavg()}; {os.cpu_count()} CPUs; dim {f.dim}; {data}; "
+        f"{f.queries} queries; single-query latency median of {f.latency_queries}")
+  k = 10
+  rows = []
+  for n in tiers:
+    t = time.perf_counter()
+    if f.blobs:
+      pool, sample = blob_vectors(n, f.dim, SEED + n, f.blobs)
+    else:
+      spread = tuple(float(x) for x in f.spread.split(","))
+      pool, sample = clustered_vectors(n, f.dim, SEED + n, spread=spread)
+    queries = sample(f.queries, np.random.default_rng(SEED - n))
+    log(f"N={n}: generated ({time.perf_counter() - t:.1f} s, {pool.nbytes / 2**30:.2f} GiB)")
+    opts = scann_defaults(n)
+    t = time.perf_counter()
+    scann = ScannIndex(pool)
+    build = time.perf_counter() - t
+    log(f"  ScaNN built in {build:.1f} s: {opts}")
+    fns = {"exact numpy": lambda q: exact_numpy(pool, q, k)}
+    exact = None
+    if n <= 300_000:  # ExactIndex copies the pool twice (host and device)
+      exact = ExactIndex(pool)
+      fns["ExactIndex"] = lambda q: exact.search(q, k)[0]
+    fns["ScaNN defaults"] = _scann_fn(scann, k)
+    if sweep and opts.get("mode") == "tree_ah":
+      for leaves in sweep.get("leaves", [opts["leaves_to_search"]]):
+        leaves = int(round(leaves * opts["num_leaves"])) if leaves < 1 else int(leaves)
+        for reorder in sweep.get("reorder", [opts["reorder"]]):
+          fns[f"ScaNN leaves {leaves} reorder {int(reorder)}"] = _scann_fn(scann, k, leaves,
+                                                                           reorder)
+    ids, times = race(fns, queries, f.latency_queries)
+    truth = ids["exact numpy"]
+    if exact is not None:
+      agree = recall_vs(ids["ExactIndex"], truth)
+      assert agree > 0.999, f"ExactIndex and numpy disagree ({agree})"
+    # the faster exact search in each mode is the reference
+    ref_b = min(times[x][0] for x in fns if not x.startswith("ScaNN"))
+    ref_1 = min(times[x][1] for x in fns if not x.startswith("ScaNN"))
+    for name in fns:
+      b, one = times[name]
+      line = f"  {name:30s} batched {b * 1e3:8.3f} ms/q  1-query {one * 1e3:8.3f} ms"
+      if name.startswith("ScaNN"):
+        line += (f"  recall@10 {recall_vs(ids[name], truth):.4f}  speed-up batched "
+                 f"{ref_b / b:5.1f}x  1-query {ref_1 / one:6.1f}x")
+      print(line, flush=True)
+    b, one = times["ScaNN defaults"]
+    rows.append((n, opts, build, recall_vs(ids["ScaNN defaults"], truth), ref_b, b, ref_1, one))
+    del scann, exact, pool, fns
+  print("\n| N | ScaNN defaults | build s | recall@10 vs exact | exact batched ms/q | ScaNN "
+        "batched ms/q | speed-up batched | exact 1-query ms | ScaNN 1-query ms | speed-up "
+        "1-query |")
+  print("|---|---|---|---|---|---|---|---|---|---|")
+  for n, opts, build, recall, rb, sb, r1, s1 in rows:
+    desc = ", ".join(f"{k}={v}" for k, v in opts.items() if k != "mode")
+    print(f"| {n} | {desc} | {build:.1f} | {recall:.4f} | {rb * 1e3:.3f} | {sb * 1e3:.3f} | "
+          f"{rb / sb:.1f}x | {r1 * 1e3:.2f} | {s1 * 1e3:.3f} | {r1 / s1:.1f}x |")
+  print(f"load average after: {os.getloadavg()}")
+  print("Targets: recall@10 >= 0.95 and >= 10x exact at every N.")
+
+
 def main(argv):
   del argv
   f = flags.FLAGS
+  if f.clustered:
+    return run_clustered(f)
   from graphloom_jax.models import load_embedder
   from graphloom_jax.models.embedding_cache import cached_embed
   from graphloom_jax.retrieval import ExactIndex, ScannIndex

@@ -66,6 +66,27 @@ def test_scann_defaults_by_pool_size():
   big = scann_defaults(1_000_000)
   assert big["mode"] == "tree_ah" and big["num_leaves"] == 1000
   assert 0 < big["leaves_to_search"] < big["num_leaves"] and big["reorder"] >= 10
+  # The tuning of benchmarks/scaling.md: 4% of sqrt(N) leaves (at least 13), re-scoring
+  # max(250, N / 2000) candidates.
+  for n, leaves, searched, reorder in ((20_000, 141, 13, 250), (100_000, 316, 13, 250),
+                                       (300_000, 548, 22, 250), (1_000_000, 1000, 40, 500)):
+    o = scann_defaults(n)
+    assert (o["num_leaves"], o["leaves_to_search"], o["reorder"]) == (leaves, searched, reorder)
+    assert o["training_sample_size"] == min(n, 100_000)
+
+
+def test_scann_defaults_recall_on_clustered_pool():
+  """The shipped tree settings (not brute force) at 40k 384-dim clustered vectors: recall@10
+  against exact search (the quality half of benchmarks/scaling.md; no timing here)."""
+  rng, seed = _rng()
+  vectors = _clustered(rng, 40_000, 384)
+  queries = _clustered(rng, 300, 384)
+  index = ScannIndex(vectors)
+  assert index.options["mode"] == "tree_ah"
+  exact_ids, _ = ExactIndex(vectors).search(queries, 10)
+  ids, _ = index.search(queries, 10)
+  recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids, exact_ids)])
+  assert recall >= 0.95, f"seed {seed}: recall@10 {recall}"
 
 
 def test_scann_recall_against_exact():
@@ -449,3 +470,45 @@ def test_save_during_upserts_is_a_consistent_snapshot(tmp_path, cls):
     if len(added):
       got = loaded.search(new[:len(added)], 1)[0][:, 0]
       np.testing.assert_array_equal(got, 1000 + np.arange(len(added)))
+
+
+@pytest.mark.parametrize("kind, cls", [("exact", ExactIndex), ("scann", ScannIndex)])
+def test_config_retrieval_index_selects_the_index(kind, cls):
+  """`retrieval.index` is what stage 1 (`pipeline.instance.build`) puts in the pool, and the
+  pool's top-k goes through it."""
+  from configs import base
+  from fakes import HashEmbed
+  from graphloom_jax.graph.triples import Triple
+  from graphloom_jax.pipeline import instance
+
+  config = base.get_base_config()
+  config.retrieval.index = kind
+  emb = HashEmbed()
+  triples = [Triple(f"thing{i}", "near", f"place{i % 17}", 0.9) for i in range(120)]
+  g = instance.build(triples, config=config, embedder=emb)
+  assert len(g.triples) > 4 * config.retrieval.seeds
+  assert type(g.pool.index) is cls and len(g.pool.index) == len(g.triples)
+  calls = []
+  search = g.pool.index.search
+  g.pool.index.search = lambda *a, **k: calls.append(a) or search(*a, **k)
+  query = emb.embed(["thing7 near place7"])[0]
+  top = g.pool.top(query, 5)
+  assert len(calls) == 1
+  order = np.argsort(-(g.pool.embeddings @ query), kind="stable")
+  assert top[0] == order[0] and g.triples[top[0]].verbalize() == "thing7 near place7"
+  # A pool no bigger than 4 seeds is scored exactly, without an index.
+  assert instance.build(triples[:40], config=config, embedder=emb).pool.index is None
+
+
+def test_config_retrieval_index_unknown_refused():
+  from configs import base
+  from fakes import HashEmbed
+  from graphloom_jax.graph.triples import Triple
+  from graphloom_jax.pipeline import instance
+
+  config = base.get_base_config()
+  config.retrieval.index = "faiss"
+  with pytest.raises(ValueError, match="retrieval.index='faiss'"):
+    instance.build([Triple("a", "b", "c")], config=config, embedder=HashEmbed())
+  with pytest.raises(ValueError, match="expected 'exact' or 'scann'"):
+    instance.make_index("faiss", np.eye(4, dtype=np.float32))

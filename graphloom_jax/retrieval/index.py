@@ -25,9 +25,14 @@ scanned chunk by chunk, keeping a running top-k, so a 1M x 384 pool never materi
 
 ScannIndex wraps ScaNN's numpy searcher. `scann_defaults(n)` is the shipped tuning: brute force
 below 20k rows (partitioning buys nothing there); above, a k-means tree of about sqrt(N) leaves
-(trained on at most 100k rows) with anisotropic 2-dim-block hashing and exact re-ranking of the
-best 200, searching 20% of the leaves, a width chosen with benchmarks/bench_scaling.py (recall@10
-against exact on MiniLM question -> triple search). When the leaves searched hold fewer than k
+(trained on at most 100k rows) with anisotropic 2-dim-block hashing (threshold 0.2), searching
+4% of the leaves (at least 13) and re-scoring the best max(250, N / 2000) candidates exactly.
+Chosen with `benchmarks/bench_scaling.py --clustered` (benchmarks/scaling.md): on clustered
+384-dim vectors at 100k, 300k and 1M it reaches recall@10 >= 0.95 against exact search at >= 10x
+the speed of a batched exact matmul. Recall is bounded by the hashing more than by the leaves
+(on isotropic blobs at 300k, re-scoring 100 candidates caps it near 0.90 and 250 near 0.98; at
+1M 250 gives 0.95 and 500 about 0.99), speed by the share of leaves searched (20%, the earlier
+default, was 5-6x exact when queries are batched). When the leaves searched hold fewer than k
 points ScaNN pads its answer; those slots come back as id -1 and score -inf.
 """
 
@@ -286,19 +291,28 @@ class ExactIndex:
                query_batch=meta["query_batch"], chunk=meta["chunk"])
 
 
+# scann_defaults' tree search: the share of the sqrt(N) leaves searched, and the candidates
+# re-scored exactly: at least REORDER_MIN, and N / REORDER_DIVISOR for big pools (more rows crowd
+# the hashing's error band; re-scoring N / 2000 rows costs 1/2000 of an exact search).
+# Measured with benchmarks/bench_scaling.py --clustered (benchmarks/scaling.md).
+LEAVES_FRACTION = 0.04
+# 4% of a 100k pool's leaves; smaller pools search at least as many (exact search is cheap
+# there, and a blob of neighbours spans a bigger share of their fewer leaves).
+LEAVES_MIN = 13
+REORDER_MIN = 250
+REORDER_DIVISOR = 2000
+
+
 def scann_defaults(n: int) -> dict:
   """The shipped ScaNN settings for a pool of n vectors (see the module docstring)."""
   if n < 20_000:
     return {"mode": "brute_force"}
   num_leaves = int(round(math.sqrt(n)))
-  # Measured with benchmarks/bench_scaling.py (SceneKB questions against instance + WordNet
-  # triples, MiniLM): recall@10 vs exact at 1M was 0.93 / 0.96 / 0.97 searching 10% / 20% / 25%
-  # of the leaves, and 0.93 at 100k with 10%. 20% meets 0.95 while staying >= 10x faster than
-  # exact even for batched queries.
   return {"mode": "tree_ah", "num_leaves": num_leaves,
-          "leaves_to_search": max(10, int(math.ceil(0.2 * num_leaves))),
+          "leaves_to_search": max(LEAVES_MIN, int(math.ceil(LEAVES_FRACTION * num_leaves))),
           "training_sample_size": min(n, 100_000), "dims_per_block": 2,
-          "quantization_threshold": 0.2, "reorder": 200}
+          "quantization_threshold": 0.2,
+          "reorder": max(REORDER_MIN, -(-n // REORDER_DIVISOR))}
 
 
 class ScannIndex:
