@@ -50,6 +50,8 @@ _ROWS = flags.DEFINE_list("rows", ["main"], "groups or row names to run")
 _BATCH = flags.DEFINE_integer("batch_size", 10, "questions decoded together")
 _OUT = flags.DEFINE_string("out", "benchmarks/results/scenekb_v2", "results folder")
 _SELECT = flags.DEFINE_bool("select_prompt", False, "choose baseline.prompt on validation")
+_STYLES = flags.DEFINE_list("styles", [], "with --select_prompt: the styles to (re)run (default "
+                            "all); results of others already in prompt_selection.json are kept")
 _REPORT = flags.DEFINE_bool("report", False, "write the report from the finished rows")
 _CAL = flags.DEFINE_list("calibration", [], "name=heads_folder pairs for the calibration rows")
 _WORKDIRS = flags.DEFINE_list("workdirs", [], "training workdirs for the learning curves")
@@ -200,15 +202,21 @@ def _variant(system: GraphLoom, config, heads_dir):
                    kb_sources=system.kb_sources, wordnet=system.wordnet)
 
 
-def select_prompt(base, root, out: pathlib.Path, num: int, batch: int) -> dict:
-  """baseline.prompt on validation: for each style, Flat-RAG and no-retrieval EM / F1 / MC."""
+def select_prompt(base, root, out: pathlib.Path, num: int, batch: int, styles=()) -> dict:
+  """baseline.prompt on validation: for each style, Flat-RAG and no-retrieval EM / F1 / MC;
+  the chosen style has the best Flat-RAG (EM, F1), then no-retrieval (EM, F1)."""
   from graphloom_jax.pipeline import prompts
   kb = scenekb.load("validation", root=root)
   truth = hallucination.GroundTruth.load(root)
   questions = scenekb.round_robin(kb.questions, num)
   system = _base_system(base, None, root)
+  path = out / "prompt_selection.json"
   results = {}
-  for style in prompts.STYLES:
+  if path.exists():
+    old = json.loads(path.read_text())
+    if old["questions"] == len(questions):
+      results = old["results"]
+  for style in styles or prompts.STYLES:
     config = _configured(base, {"baseline.prompt": style})
     sys_ = _variant(system, config, None)
     for mode in ("flat_rag", "no_retrieval"):
@@ -216,10 +224,12 @@ def select_prompt(base, root, out: pathlib.Path, num: int, batch: int) -> dict:
       r = run_row(sys_, kb, questions, mode, truth, batch)
       results[f"{style}/{mode}"] = r["metrics"]
       print(f"  {json.dumps(r['metrics'])}", flush=True)
-  best = max(prompts.STYLES, key=lambda s: (results[f"{s}/flat_rag"]["em"],
-                                            results[f"{s}/no_retrieval"]["em"]))
+  done = [s for s in prompts.STYLES if f"{s}/flat_rag" in results
+          and f"{s}/no_retrieval" in results]
+  best = max(done, key=lambda s: tuple(results[f"{s}/{m}"][k] for m in ("flat_rag", "no_retrieval")
+                                       for k in ("em", "f1")))
   summary = dict(split="validation", questions=len(questions), results=results, chosen=best)
-  atomic.atomic_write_json(out / "prompt_selection.json", summary)
+  atomic.atomic_write_json(path, summary)
   print(f"chosen baseline prompt: {best}")
   return summary
 
@@ -234,7 +244,7 @@ def main(argv):
   out = pathlib.Path(_OUT.value)
   out.mkdir(parents=True, exist_ok=True)
   if _SELECT.value:
-    select_prompt(base, root, out, _NUM.value, _BATCH.value)
+    select_prompt(base, root, out, _NUM.value, _BATCH.value, _STYLES.value)
     return
   if _REPORT.value:
     from benchmarks import scenekb_report

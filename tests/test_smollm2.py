@@ -37,3 +37,18 @@ def test_logits_match_transformers_gguf(decoder):
 def test_answers_paris(decoder):
   answer = decoder.generate(["What is the capital of France?"], max_new_tokens=24)[0]
   assert "Paris" in answer
+
+
+def test_fewshot_chat_prompt_puts_examples_in_earlier_turns(decoder):
+  from graphloom_jax.pipeline import prompts
+  fmt = prompts.TextFormat(decoder.tokenizer)
+  ids = fmt.evidence_prompt_ids("What is the horse near?", ["horse near fence."], "fewshot_chat")
+  text = decoder.tokenizer.decode(ids)
+  for question, _, answer in prompts._SHOTS:
+    assert question in text and f"assistant\n{answer}" in text
+  assert text.rstrip().endswith("assistant") and text.count("What is the horse near?") == 1
+  # the inline form keeps every example inside the one user turn
+  inline = decoder.tokenizer.decode(fmt.evidence_prompt_ids("Q?", ["a b c."], "fewshot"))
+  assert inline.count("\nassistant\n") == 1
+  with pytest.raises(ValueError, match="end with a user turn"):
+    decoder.tokenizer.messages_ids([{"role": "assistant", "content": "x"}])

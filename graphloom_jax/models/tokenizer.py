@@ -49,6 +49,17 @@ class Tokenizer:
     text = self.hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     return self.encode(text)
 
+  def messages_ids(self, messages: Sequence[dict]) -> list[int]:
+    """Token ids of a conversation ({"role", "content"} dicts, ending with a user turn) in the
+    model's chat template, ready for the next assistant turn (few-shot examples as turns)."""
+    if not self.has_chat_template:
+      raise ValueError("this tokenizer has no chat template")
+    if not messages or messages[-1].get("role") != "user":
+      raise ValueError("messages must end with a user turn")
+    text = self.hf.apply_chat_template(list(messages), tokenize=False,
+                                       add_generation_prompt=True)
+    return self.encode(text)
+
   def decode(self, ids: Sequence[int]) -> str:
     return self.hf.decode(list(ids), skip_special_tokens=True)
 

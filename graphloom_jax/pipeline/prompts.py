@@ -28,7 +28,8 @@ EVIDENCE_PROMPT = ("Answer the question about the scene in a few words.\nEvidenc
 
 # The text modes' prompt styles (config.baseline.prompt), chosen for the prompt baselines on
 # validation: "instruct" is PROMPT / EVIDENCE_PROMPT; "terse" asks for a word or two; "fewshot"
-# puts three worked examples (made up, in the benchmark's question forms) before the question.
+# puts three worked examples (made up, in the benchmark's question forms) before the question
+# in one prompt; "fewshot_chat" gives them as earlier chat turns (inline without a template).
 TERSE = "Answer with one or two words only, no sentence.\n"
 _SHOTS = (
     ("What is the woman holding?", ["woman holding umbrella", "woman wearing hat"], "umbrella"),
@@ -36,7 +37,7 @@ _SHOTS = (
     ("Which thing on the desk is a kind of device?",
      ["lamp on desk", "lamp is a device", "book on desk"], "lamp"),
 )
-STYLES = ("instruct", "terse", "fewshot")
+STYLES = ("instruct", "terse", "fewshot", "fewshot_chat")
 
 
 def _fewshot(with_evidence: bool) -> str:
@@ -98,7 +99,20 @@ class TextFormat:
       return list(self.tok.chat_ids(text))
     return [ByteTokenizer.bos_id] * isinstance(self.tok, ByteTokenizer) + self.tok.encode(text)
 
+  def _fewshot_turns(self, question: str, evidence: Sequence[str] | None) -> list[int]:
+    """"fewshot_chat" with a chat template: the worked examples as earlier user / assistant turns
+    (each user turn in the "terse" form), then the question."""
+    turns = []
+    for q, ev, a in _SHOTS:
+      lines = None if evidence is None else [f"{e}." for e in ev]
+      turns += [{"role": "user", "content": styled("terse", q, lines)},
+                {"role": "assistant", "content": a}]
+    turns.append({"role": "user", "content": styled("terse", question, evidence)})
+    return list(self.tok.messages_ids(turns))
+
   def prompt_ids(self, question: str, style: str = "instruct") -> list[int]:
+    if style == "fewshot_chat" and self.tok.has_chat_template:
+      return self._fewshot_turns(question, None)
     if style != "instruct":
       return self.text_ids(styled(style, question))
     if self.tok.has_chat_template:
@@ -108,8 +122,10 @@ class TextFormat:
   def evidence_prompt_ids(self, question: str, evidence: Sequence[str],
                           style: str = "instruct") -> list[int]:
     """Prompt with evidence sentences in the text (Flat-RAG, and the evidence-bound revision)."""
+    if style == "fewshot_chat" and self.tok.has_chat_template:
+      return self._fewshot_turns(question, list(evidence))
     text = styled(style, question, evidence)
-    if style == "fewshot":
+    if style in ("fewshot", "fewshot_chat"):
       return self._ids(text)
     return self._ids(text if self.tok.has_chat_template else text + "\nAnswer:")
 
