@@ -1,6 +1,7 @@
 """Small stand-ins shared by the tests."""
 
 import numpy as np
+import pytest
 
 
 class HashEmbed:
@@ -19,3 +20,20 @@ class HashEmbed:
     return np.asarray(out, np.float32)
 
   __call__ = embed
+
+
+def same_json(a, b, path=""):
+  """Equal JSON values, floats to float32 rounding (reductions split over devices sum in
+  another order)."""
+  if isinstance(a, dict):
+    assert isinstance(b, dict) and sorted(a) == sorted(b), path
+    for k in a:
+      same_json(a[k], b[k], f"{path}.{k}")
+  elif isinstance(a, list):
+    assert isinstance(b, list) and len(a) == len(b), path
+    for i, (x, y) in enumerate(zip(a, b)):
+      same_json(x, y, f"{path}[{i}]")
+  elif isinstance(a, float) and not isinstance(b, bool):
+    assert b == pytest.approx(a, rel=1e-5, abs=1e-6), path
+  else:
+    assert a == b, path

@@ -33,6 +33,8 @@ from graphloom_jax.data import mmqa, okvqa, scenekb, scienceqa
 from graphloom_jax.evaluation import answers, sharded
 from graphloom_jax.evaluation.scienceqa import scienceqa_accuracy
 
+from fakes import same_json
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 SPLIT, N, BATCH = "validation", 16, 8
@@ -91,21 +93,6 @@ def single(tmp_path_factory, cache):
   return out
 
 
-def _same(a, b, path=""):
-  """Equal JSON values, floats to float32 rounding."""
-  if isinstance(a, dict):
-    assert isinstance(b, dict) and sorted(a) == sorted(b), path
-    for k in a:
-      _same(a[k], b[k], f"{path}.{k}")
-  elif isinstance(a, list):
-    assert isinstance(b, list) and len(a) == len(b), path
-    for i, (x, y) in enumerate(zip(a, b)):
-      _same(x, y, f"{path}[{i}]")
-  elif isinstance(a, float) and not isinstance(b, bool):
-    assert b == pytest.approx(a, rel=1e-5, abs=1e-6), path
-  else:
-    assert a == b, path
-
 
 @pytest.mark.parametrize("mesh", [(8, 1), (2, 4)])
 def test_data_and_model_parallel_meshes_give_the_same_predictions(single, cache, tmp_path,
@@ -117,7 +104,7 @@ def test_data_and_model_parallel_meshes_give_the_same_predictions(single, cache,
   got, want = _rows(out), _rows(single)
   assert [r["text"] for r in got] == [r["text"] for r in want]
   assert [r["choice"] for r in got] == [r["choice"] for r in want]
-  _same(got, want)
+  same_json(got, want)
   assert _run_json(out)["devices"] == {"backend": "cpu", "local": 8, "global": 8,
                                        "mesh": {"data": mesh[0], "model": mesh[1]}}
 

@@ -17,7 +17,7 @@ from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.models import llama
 from graphloom_jax.pipeline import GraphLoom, decode, graphloom, sharding
 
-from fakes import HashEmbed
+from fakes import HashEmbed, same_json
 
 
 def _need_eight():
@@ -94,22 +94,6 @@ def _answers(system, kb, qs):
   return [sharded.split_wall_clock({"index": 0, "qid": "", **a.to_json()})[0] for a in out]
 
 
-def _same(a, b, path=""):
-  """Equal JSON values, floats to float32 rounding (reductions split over devices sum in
-  another order)."""
-  if isinstance(a, dict):
-    assert isinstance(b, dict) and sorted(a) == sorted(b), path
-    for k in a:
-      _same(a[k], b[k], f"{path}.{k}")
-  elif isinstance(a, list):
-    assert isinstance(b, list) and len(a) == len(b), path
-    for i, (x, y) in enumerate(zip(a, b)):
-      _same(x, y, f"{path}[{i}]")
-  elif isinstance(a, float) and not isinstance(b, bool):
-    assert b == pytest.approx(a, rel=1e-5, abs=1e-6), path
-  else:
-    assert a == b, path
-
 
 @pytest.mark.parametrize("shape", [(8, 1), (2, 4)])
 def test_answers_on_a_mesh_equal_one_device(shape, monkeypatch):
@@ -132,7 +116,7 @@ def test_answers_on_a_mesh_equal_one_device(shape, monkeypatch):
   spy = Spy(monkeypatch)
   got = _answers(system, kb, qs)
   for a, b in zip(want, got):
-    _same(a, b)
+    same_json(a, b)
   names = {name for name, _, _ in spy.calls}
   assert {"_generate", "_score_rows"} <= names
   for name, args, leaves in spy.calls:

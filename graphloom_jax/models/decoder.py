@@ -220,6 +220,16 @@ def _check_memory(memory, batch: int):
                      f"[{batch}, {memory.num_slots}, W] (one token row per slot)")
 
 
+def cut_at_eos(out: np.ndarray, eos_ids: Sequence[int]) -> list[list[int]]:
+  """Generated rows [B, N] as lists, each cut before its first EOS."""
+  stop = set(eos_ids)
+  results = []
+  for row in out.tolist():
+    cut = next((j for j, t in enumerate(row) if t in stop), len(row))
+    results.append(row[:cut])
+  return results
+
+
 class Decoder:
   """A frozen Llama decoder with its tokenizer.
 
@@ -324,15 +334,7 @@ class Decoder:
       eos_ids = self.tokenizer.eos_ids if self.tokenizer else self.config.eos_token_ids
     elif isinstance(eos_ids, (str, bytes)) or not all(_is_int(t) for t in eos_ids):
       raise TypeError(f"eos_ids must be a list of integer token ids, got {eos_ids!r}")
-    pad = self.tokenizer.pad_id if self.tokenizer else 0
-    width = min(_bucket(max(lengths), PROMPT_BUCKET), self.max_seq_len - max_new_tokens)
-    max_new = min(_pow2(max_new_tokens), self.max_seq_len - width)
-    tokens = np.full((len(rows), width), pad, np.int32)
-    valid = np.zeros(tokens.shape, bool)
-    for i, p in enumerate(rows):
-      tokens[i, width - len(p):] = p
-      valid[i, width - len(p):] = True
-    self._check_ids(tokens)
+    tokens, valid, max_new, pad = self.left_padded(rows, max_new_tokens)
     _check_memory(memory, len(rows))
     router_def, router_state = _split_router(router)
     out = _generate(self._graphdef, self._state, tokens, valid,
@@ -341,13 +343,23 @@ class Decoder:
                     router_def, router_state, max_new=max_new, sample=temperature > 0,
                     first_layer=first_layer, sparse=sparse,
                     unstack_layers=self.unstack_layers)
-    out = np.asarray(out)[:, :max_new_tokens]
-    stop = set(eos_ids)
-    results = []
-    for row in out.tolist():
-      cut = next((j for j, t in enumerate(row) if t in stop), len(row))
-      results.append(row[:cut])
-    return results
+    return cut_at_eos(np.asarray(out)[:, :max_new_tokens], eos_ids)
+
+  def left_padded(self, rows: Sequence[Sequence[int]], max_new_tokens: int):
+    """Prompt rows left-padded to one length bucket for the generation loop: tokens and valid
+    [B, W], the loop's step count (a power of two >= max_new_tokens that fits the context) and
+    the pad id."""
+    pad = self.tokenizer.pad_id if self.tokenizer else 0
+    width = min(_bucket(max(len(p) for p in rows), PROMPT_BUCKET),
+                self.max_seq_len - max_new_tokens)
+    max_new = min(_pow2(max_new_tokens), self.max_seq_len - width)
+    tokens = np.full((len(rows), width), pad, np.int32)
+    valid = np.zeros(tokens.shape, bool)
+    for i, p in enumerate(rows):
+      tokens[i, width - len(p):] = p
+      valid[i, width - len(p):] = True
+    self._check_ids(tokens)
+    return tokens, valid, max_new, pad
 
   def generate(self, prompts: Sequence[str], max_new_tokens: int = 64, chat: bool = True, *,
                temperature: float = 0.0, top_p: float = 1.0, seed: int = 0, memory=None,

@@ -146,14 +146,20 @@ class Router(nnx.Module):
   def route_fn(self, inputs: RouterInputs, record: list | None = None) -> memory_lib.Router:
     """The decoder's router callable. When `record` is a list, each call's Routing is appended
     to it (the losses need the scores the forward pass used; the list is filled while tracing)."""
+    return route_fn(self, inputs, record)
 
-    def route(h: jax.Array, memory: memory_lib.Memory):
-      r = self(h, memory.slot_keys, memory.slot_valid, inputs, memory.slot_mentioned)
-      if record is not None:
-        record.append(r)
-      return r.active, r.bias.astype(h.dtype)
 
-    return route
+def route_fn(router, inputs: RouterInputs, record: list | None = None) -> memory_lib.Router:
+  """`route(h, memory) -> (active, bias)` for any module with the Router call signature
+  (`router(h, slot_keys, slot_valid, inputs, mentioned) -> Routing`); see Router.route_fn."""
+
+  def route(h: jax.Array, memory: memory_lib.Memory):
+    r = router(h, memory.slot_keys, memory.slot_valid, inputs, memory.slot_mentioned)
+    if record is not None:
+      record.append(r)
+    return r.active, r.bias.astype(h.dtype)
+
+  return route
 
 
 class BoundRouter(nnx.Module):

@@ -105,12 +105,7 @@ class UniformRouter(nnx.Module):
                            scores=zeros)
 
   def route_fn(self, inputs, record: list | None = None):
-    def route(h, memory):
-      r = self(h, memory.slot_keys, memory.slot_valid, inputs, memory.slot_mentioned)
-      if record is not None:
-        record.append(r)
-      return r.active, r.bias.astype(h.dtype)
-    return route
+    return router_lib.route_fn(self, inputs, record)
 
 
 class AblatedHeads(nnx.Module):
@@ -123,6 +118,7 @@ class AblatedHeads(nnx.Module):
     self.router = UniformRouter() if ablation.router == "uniform" else heads.router
 
   def memory(self, batch, dtype=jnp.float32):
+    """`GraphLoomHeads.memory`, the prefix masked out under -prefix."""
     mem, inputs = self.inner.memory(batch, dtype)
     if not self.prefix:
       mem = mem.replace(prefix_mask=jnp.zeros_like(mem.prefix_mask))

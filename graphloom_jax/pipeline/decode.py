@@ -178,16 +178,7 @@ def generate(decoder: decoder_lib.Decoder, prompt_ids, max_new_tokens: int, *,
                        f"it exceeds the context of {decoder.max_seq_len} tokens")
   tok = decoder.tokenizer
   eos_ids = tok.eos_ids if tok else decoder.config.eos_token_ids
-  pad = tok.pad_id if tok else 0
-  width = min(decoder_lib._bucket(max(lengths), decoder_lib.PROMPT_BUCKET),
-              decoder.max_seq_len - max_new_tokens)
-  max_new = min(decoder_lib._pow2(max_new_tokens), decoder.max_seq_len - width)
-  tokens = np.full((len(prompts), width), pad, np.int32)
-  valid = np.zeros(tokens.shape, bool)
-  for i, p in enumerate(prompts):
-    tokens[i, width - len(p):] = p
-    valid[i, width - len(p):] = True
-  decoder._check_ids(tokens)
+  tokens, valid, max_new, pad = decoder.left_padded(prompts, max_new_tokens)
   placed, _ = sharding.place_rows(dict(tokens=tokens, valid=valid), mesh)
   memory = router_def = router_state = None
   if arrays is not None:
@@ -203,13 +194,7 @@ def generate(decoder: decoder_lib.Decoder, prompt_ids, max_new_tokens: int, *,
                               placed["valid"], *scalars, memory, router_def, router_state,
                               max_new=max_new, sample=False, first_layer=first_layer,
                               sparse=sparse, unstack_layers=decoder.unstack_layers)
-  out = sharding.unpad(out, n)[:, :max_new_tokens]
-  stop = set(eos_ids)
-  results = []
-  for row in out.tolist():
-    cut = next((j for j, t in enumerate(row) if t in stop), len(row))
-    results.append(row[:cut])
-  return results
+  return decoder_lib.cut_at_eos(sharding.unpad(out, n)[:, :max_new_tokens], eos_ids)
 
 
 def repeat_rows(arrays: dict, counts) -> dict:

@@ -45,7 +45,6 @@ from flax import nnx
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.models import heads as heads_lib
 from graphloom_jax.models import llama, load_embedder
-from graphloom_jax.models import router as router_lib
 from graphloom_jax.pipeline import ablation as ablation_lib
 from graphloom_jax.pipeline import correct as correct_lib
 from graphloom_jax.pipeline import decode, evidence as evidence_lib, instance, prompts
