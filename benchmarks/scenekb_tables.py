@@ -258,14 +258,18 @@ def main(argv):
   truth = hallucination.GroundTruth.load(root)
   questions = scenekb.round_robin(kb.questions, _NUM.value)
   heads = _HEADS.value
-  if not heads:
-    raise app.UsageError("--heads: give at least one trained heads folder")
-  system = _base_system(base, heads[0], root)
+  rows = _rows(_ROWS.value)
+  if not heads and any(mode in ("graphloom", "routed_text") for _, _, mode, _ in rows):
+    raise app.UsageError("--heads: give at least one trained heads folder (rows "
+                         f"{[n for _, n, m, _ in rows if m in ('graphloom', 'routed_text')]} "
+                         "read them)")
+  system = _base_system(base, heads[0] if heads else None, root)
   rows_dir = out / "rows"
-  for group, name, mode, overrides in _rows(_ROWS.value):
-    seeds = list(enumerate(heads)) if group == "main" else [(0, heads[0])]
-    if mode in ("flat_rag", "no_retrieval") and group == "main":
-      seeds = [(0, heads[0])]  # text baselines do not read the heads: one run is every seed
+  for group, name, mode, overrides in rows:
+    if mode in ("flat_rag", "no_retrieval"):
+      seeds = [(0, None)]  # text baselines do not read the heads: one run is every seed
+    else:
+      seeds = list(enumerate(heads)) if group == "main" else [(0, heads[0])]
     for seed, heads_dir in seeds:
       path = rows_dir / f"{_SPLIT.value}-{len(questions)}" / f"seed{seed}" / f"{name}.json"
       if path.exists():
