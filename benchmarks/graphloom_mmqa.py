@@ -48,18 +48,24 @@ from graphloom_jax.evaluation import answers
 from graphloom_jax.graph.triples import Provenance, Triple
 from graphloom_jax.pipeline import MODES
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "configuration (default: the shipped "
-                                          "model, GraphLoom.from_pretrained('embedded'))")
-_MMQA_DIR = flags.DEFINE_string("mmqa_dir", None, "folder with the official MMQA files "
-                                "(MMQA_dev.jsonl(.gz), MMQA_images, and MMQA_texts / "
-                                "MMQA_tables when available)")
-_NUM = flags.DEFINE_integer("num_questions", 60, "dev questions (a fixed pseudo-random sample)")
-_HEADS = flags.DEFINE_string("heads", None, "with --config: a heads folder or 'random'")
-_MODES = flags.DEFINE_list("modes", list(MODES), "conditions to run")
-_BATCH = flags.DEFINE_integer("batch_size", 8, "questions answered together")
-_SENTENCES = flags.DEFINE_integer("text_sentences", 8, "sentences per text document")
-_ROWS = flags.DEFINE_integer("table_rows", 30, "rows per table")
-_OUT = flags.DEFINE_string("out", "runs/graphloom_mmqa/benchmark.json", "results (JSON)")
+
+def _define_flags():
+  """The command line's flags, defined only when this file runs as a script: importing it
+  (tests do) defines none, so it never collides with other modules' flags."""
+  global _CONFIG, _MMQA_DIR, _NUM, _HEADS, _MODES, _BATCH, _SENTENCES, _ROWS, _OUT
+  _CONFIG = config_flags.DEFINE_config_file("config", None, "configuration (default: the shipped "
+                                            "model, GraphLoom.from_pretrained('embedded'))")
+  _MMQA_DIR = flags.DEFINE_string("mmqa_dir", None, "folder with the official MMQA files "
+                                  "(MMQA_dev.jsonl(.gz), MMQA_images, and MMQA_texts / "
+                                  "MMQA_tables when available)")
+  _NUM = flags.DEFINE_integer("num_questions", 60, "dev questions (a fixed pseudo-random sample)")
+  _HEADS = flags.DEFINE_string("heads", None, "with --config: a heads folder or 'random'")
+  _MODES = flags.DEFINE_list("modes", list(MODES), "conditions to run")
+  _BATCH = flags.DEFINE_integer("batch_size", 8, "questions answered together")
+  _SENTENCES = flags.DEFINE_integer("text_sentences", 8, "sentences per text document")
+  _ROWS = flags.DEFINE_integer("table_rows", 30, "rows per table")
+  _OUT = flags.DEFINE_string("out", "runs/graphloom_mmqa/benchmark.json", "results (JSON)")
+
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
@@ -232,4 +238,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  _define_flags()
   app.run(main)

@@ -41,20 +41,27 @@ from graphloom_jax.data import scenekb
 from graphloom_jax.evaluation import answers, calibration, hallucination
 from graphloom_jax.pipeline import GraphLoom
 
-_CONFIG = config_flags.DEFINE_config_file("config", "configs/smollm2.py", "configuration")
-_ROOT = flags.DEFINE_string("root", "runs/scenekb_v2", "benchmark folder (build_benchmark --out)")
-_HEADS = flags.DEFINE_list("heads", [], "trained heads folders, one per training seed")
-_SPLIT = flags.DEFINE_enum("split", "test", ["test", "validation"], "split to answer")
-_NUM = flags.DEFINE_integer("num_questions", 300, "questions (round-robin over families)")
-_ROWS = flags.DEFINE_list("rows", ["main"], "groups or row names to run")
-_BATCH = flags.DEFINE_integer("batch_size", 10, "questions decoded together")
-_OUT = flags.DEFINE_string("out", "benchmarks/results/scenekb_v2", "results folder")
-_SELECT = flags.DEFINE_bool("select_prompt", False, "choose baseline.prompt on validation")
-_STYLES = flags.DEFINE_list("styles", [], "with --select_prompt: the styles to (re)run (default "
-                            "all); results of others already in prompt_selection.json are kept")
-_REPORT = flags.DEFINE_bool("report", False, "write the report from the finished rows")
-_CAL = flags.DEFINE_list("calibration", [], "name=heads_folder pairs for the calibration rows")
-_WORKDIRS = flags.DEFINE_list("workdirs", [], "training workdirs for the learning curves")
+
+def _define_flags():
+  """The command line's flags, defined only when this file runs as a script: importing it
+  (tests do) defines none, so it never collides with other modules' flags."""
+  global _CONFIG, _ROOT, _HEADS, _SPLIT, _NUM, _ROWS, _BATCH, _OUT, _SELECT, _STYLES, _REPORT, \
+      _CAL, _WORKDIRS
+  _CONFIG = config_flags.DEFINE_config_file("config", "configs/smollm2.py", "configuration")
+  _ROOT = flags.DEFINE_string("root", "runs/scenekb_v2", "benchmark folder (build_benchmark --out)")
+  _HEADS = flags.DEFINE_list("heads", [], "trained heads folders, one per training seed")
+  _SPLIT = flags.DEFINE_enum("split", "test", ["test", "validation"], "split to answer")
+  _NUM = flags.DEFINE_integer("num_questions", 300, "questions (round-robin over families)")
+  _ROWS = flags.DEFINE_list("rows", ["main"], "groups or row names to run")
+  _BATCH = flags.DEFINE_integer("batch_size", 10, "questions decoded together")
+  _OUT = flags.DEFINE_string("out", "benchmarks/results/scenekb_v2", "results folder")
+  _SELECT = flags.DEFINE_bool("select_prompt", False, "choose baseline.prompt on validation")
+  _STYLES = flags.DEFINE_list("styles", [], "with --select_prompt: the styles to (re)run (default "
+                              "all); results of others already in prompt_selection.json are kept")
+  _REPORT = flags.DEFINE_bool("report", False, "write the report from the finished rows")
+  _CAL = flags.DEFINE_list("calibration", [], "name=heads_folder pairs for the calibration rows")
+  _WORKDIRS = flags.DEFINE_list("workdirs", [], "training workdirs for the learning curves")
+
 
 class Scale(float):
   """An override that multiplies the configured value (the sensitivity rows)."""
@@ -309,4 +316,5 @@ def gate_calibration(system, kb, questions, seq_len, name, heads_dir) -> dict:
 
 
 if __name__ == "__main__":
+  _define_flags()
   app.run(main)
