@@ -179,7 +179,8 @@ def write(out: pathlib.Path, workdirs: list[pathlib.Path]) -> pathlib.Path:
     for k, m in s["results"].items():
       md.append(f"| {k} | {m['mc_accuracy']:.1f} | {m['em']:.1f} | {m['f1']:.1f} | "
                 f"{m['h_rate']:.1f} |")
-    md += ["", f"Chosen: **{s['chosen']}** (Flat-RAG EM, then no-retrieval EM).", ""]
+    md += ["", f"Chosen: **{s['chosen']}** (Flat-RAG EM, then F1, then no-retrieval EM and "
+           "F1).", ""]
   summary = {}
   for split, (rows, cal) in found.items():
     md += [f"## {split}", ""]
