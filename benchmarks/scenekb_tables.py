@@ -40,6 +40,7 @@ from graphloom_jax import atomic
 from graphloom_jax.data import scenekb
 from graphloom_jax.evaluation import answers, calibration, hallucination
 from graphloom_jax.pipeline import GraphLoom
+from graphloom_jax.pipeline.graphloom import _get
 
 
 def _define_flags():
@@ -95,16 +96,7 @@ GROUPS = {
 
 def _set(config, dotted: str, value):
   *path, name = dotted.split(".")
-  node = config
-  for p in path:
-    node = node[p]
-  node[name] = value
-
-
-def _get(config, dotted: str):
-  for part in dotted.split("."):
-    config = config[part]
-  return config
+  (_get(config, ".".join(path)) if path else config)[name] = value
 
 
 def _configured(base, overrides: dict):

@@ -87,6 +87,15 @@ def check_input_dir(flag: str, value) -> pathlib.Path:
   return p
 
 
+def _check_parent(flag: str, value, p: pathlib.Path) -> None:
+  """The nearest existing ancestor of p must be a folder."""
+  for parent in p.parents:
+    if parent.exists():
+      if not parent.is_dir():
+        _fail(flag, value, f"{parent} is a file, not a folder")
+      break
+
+
 def check_output_file(flag: str, value) -> pathlib.Path:
   """A path a file can be written to: not a folder, its parent not a file."""
   if value is None or not str(value).strip():
@@ -94,11 +103,7 @@ def check_output_file(flag: str, value) -> pathlib.Path:
   p = pathlib.Path(value).expanduser()
   if p.is_dir():
     _fail(flag, value, "is a folder; give a file path")
-  for parent in p.parents:
-    if parent.exists():
-      if not parent.is_dir():
-        _fail(flag, value, f"{parent} is a file, not a folder")
-      break
+  _check_parent(flag, value, p)
   return p
 
 
@@ -109,11 +114,7 @@ def check_output_dir(flag: str, value) -> pathlib.Path:
   p = pathlib.Path(value).expanduser()
   if p.exists() and not p.is_dir():
     _fail(flag, value, "is a file, not a folder")
-  for parent in p.parents:
-    if parent.exists():
-      if not parent.is_dir():
-        _fail(flag, value, f"{parent} is a file, not a folder")
-      break
+  _check_parent(flag, value, p)
   return p
 
 

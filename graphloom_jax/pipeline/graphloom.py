@@ -421,10 +421,11 @@ class GraphLoom:
     for it in items:
       it.prompt = self._prompt(it, "graphloom")
     _, gates, active, rows = self._score(items, "graphloom", [[""] for _ in items])
+    seconds = (time.perf_counter() - t0) / len(items)
     for j, it in enumerate(items):
       first = int(np.argmax(rows["loss_mask"][j]))
       it.cited = self._citations(it, gates[j][first:first + 1], active[j][first:first + 1])
-      it.timings["decoding"] = time.perf_counter() - t0
+      it.timings["decoding"] = seconds
 
   def _generate(self, prompt_ids: list[list[int]], mode: str, arrays=None) -> list[list[int]]:
     kwargs = {}
