@@ -98,10 +98,12 @@ def test_scann_recall_against_exact():
   tree_ids, tree_s = tree.search(queries, 10)
   recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(tree_ids, exact_ids)])
   assert recall >= 0.9, f"seed {seed}: ScaNN tree recall@10 {recall}"
-  # Searching every leaf leaves only the hashing to approximate, and re-ranking repairs it.
-  all_ids, _ = tree.search(queries, 10, leaves_to_search=TREE["num_leaves"])
+  # Searching every leaf leaves only the hashing to approximate, and re-ranking a tenth of the
+  # pool exactly repairs it (over 31 seeds: at least 0.999; re-ranking 100 dipped to 0.9865).
+  wide = ScannIndex(vectors, **{**TREE, "reorder": 400})
+  all_ids, _ = wide.search(queries, 10, leaves_to_search=TREE["num_leaves"])
   full = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(all_ids, exact_ids)])
-  assert full >= max(recall, 0.99), f"seed {seed}: all leaves give recall {full}"
+  assert full >= 0.995, f"seed {seed}: all leaves, re-ranking 400, give recall {full}"
   # Re-ranked scores are exact inner products of whatever was found.
   found = tree_ids >= 0
   np.testing.assert_allclose(tree_s[found], np.einsum(
