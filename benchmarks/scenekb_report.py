@@ -28,7 +28,7 @@ def _load_rows(out: pathlib.Path) -> dict[str, list[dict]]:
 
 
 def _agg(rows: list[dict], name: str) -> dict | None:
-  """Mean and std over seeds of a row's metrics."""
+  """Mean and sample standard deviation (n - 1) over seeds of a row's metrics."""
   runs = [r for r in rows if r["name"] == name]
   if not runs:
     return None
@@ -37,7 +37,7 @@ def _agg(rows: list[dict], name: str) -> dict | None:
     vals = [r["metrics"][key] for r in runs if r["metrics"].get(key) is not None]
     if vals:
       out[key] = statistics.fmean(vals)
-      out[key + "_std"] = statistics.pstdev(vals) if len(vals) > 1 else 0.0
+      out[key + "_std"] = statistics.stdev(vals) if len(vals) > 1 else 0.0
   return out
 
 
@@ -192,6 +192,10 @@ def write(out: pathlib.Path, workdirs: list[pathlib.Path]) -> pathlib.Path:
       lines = _table(rows, names)
       if len(lines) > 2 + (group != "main"):
         md += [f"### {group}", ""] + lines + [""]
+        if group == "main" and any(_agg(rows, n)["seeds"] > 1 for n in names if _agg(rows, n)):
+          md += ["Rows with several seeds: mean ± sample standard deviation over the training "
+                 "seeds (the heads). The text rows read no heads and decode greedily: one run.",
+                 ""]
       for n in names:
         a = _agg(rows, n)
         if a is not None:

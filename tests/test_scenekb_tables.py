@@ -76,3 +76,18 @@ def test_rows_resolve_and_unknown_rows_fail():
   assert len(scenekb_tables._rows(["sensitivity"])) == 8
   with pytest.raises(ValueError, match="unknown row"):
     scenekb_tables._rows(["-everything"])
+
+
+def test_seed_aggregate_is_mean_and_sample_std():
+  """The main rows' mean +- std over seeds: numpy's mean and ddof=1 standard deviation."""
+  runs = [{"name": "graphloom", "metrics": {"mc_accuracy": v, "em": e}}
+          for v, e in ((77.3, 24.7), (83.0, 36.0), (81.0, 20.7))]
+  a = scenekb_report._agg(runs + [{"name": "flat_rag", "metrics": {"mc_accuracy": 1.0}}],
+                          "graphloom")
+  assert a["seeds"] == 3
+  for key, vals in (("mc_accuracy", [77.3, 83.0, 81.0]), ("em", [24.7, 36.0, 20.7])):
+    np.testing.assert_allclose(a[key], np.mean(vals), rtol=1e-12)
+    np.testing.assert_allclose(a[key + "_std"], np.std(vals, ddof=1), rtol=1e-12)
+  assert "f1" not in a and scenekb_report._fmt(a, "f1") == "-"
+  assert scenekb_report._fmt(a, "em") == f"{np.mean([24.7, 36.0, 20.7]):.1f} ± " \
+      f"{np.std([24.7, 36.0, 20.7], ddof=1):.1f}"
