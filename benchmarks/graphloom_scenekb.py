@@ -31,13 +31,18 @@ from graphloom_jax.pipeline import MODES, GraphLoom, decode
 from graphloom_jax.pipeline.graphloom import HEADS_DIR
 from graphloom_jax.training import data
 
-_CONFIG = config_flags.DEFINE_config_file("config", "configs/smollm2.py", "configuration")
-_HEADS = flags.DEFINE_string("heads", str(HEADS_DIR / "smollm2"), "trained heads folder")
-_NUM = flags.DEFINE_integer("num_questions", 60, "test questions (round-robin over families)")
-_NUM_VAL = flags.DEFINE_integer("num_val", 40, "validation questions for the gate temperature")
-_BATCH = flags.DEFINE_integer("batch_size", 5, "questions decoded together")
-_OUT = flags.DEFINE_string("out", "runs/graphloom_scenekb", "folder for benchmark.json and the "
-                           "reliability diagram")
+
+def _define_flags():
+  """The command line's flags, defined only when this file runs as a script: importing it (the
+  SceneKB v2 tables import `gate_stats`) defines none, so it never collides with their flags."""
+  global _CONFIG, _HEADS, _NUM, _NUM_VAL, _BATCH, _OUT
+  _CONFIG = config_flags.DEFINE_config_file("config", "configs/smollm2.py", "configuration")
+  _HEADS = flags.DEFINE_string("heads", str(HEADS_DIR / "smollm2"), "trained heads folder")
+  _NUM = flags.DEFINE_integer("num_questions", 60, "test questions (round-robin over families)")
+  _NUM_VAL = flags.DEFINE_integer("num_val", 40, "validation questions for the gate temperature")
+  _BATCH = flags.DEFINE_integer("batch_size", 5, "questions decoded together")
+  _OUT = flags.DEFINE_string("out", "runs/graphloom_scenekb", "folder for benchmark.json and the "
+                             "reliability diagram")
 
 
 def gate_stats(system, kb, questions, seq_len):
@@ -121,4 +126,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  _define_flags()
   app.run(main)

@@ -91,3 +91,21 @@ def test_seed_aggregate_is_mean_and_sample_std():
   assert "f1" not in a and scenekb_report._fmt(a, "f1") == "-"
   assert scenekb_report._fmt(a, "em") == f"{np.mean([24.7, 36.0, 20.7]):.1f} ± " \
       f"{np.std([24.7, 36.0, 20.7], ddof=1):.1f}"
+
+
+def test_calibration_rows_import_no_flags():
+  """The calibration rows import `gate_stats` from the v1 SceneKB benchmark script; neither
+  module defines absl flags on import, so the tables' command line cannot collide with it."""
+  import importlib
+
+  from absl import flags
+  before = set(flags.FLAGS)
+  from benchmarks import graphloom_scenekb
+  importlib.reload(graphloom_scenekb)
+  assert set(flags.FLAGS) == before
+  scenekb_tables._define_flags()
+  try:
+    assert callable(importlib.reload(graphloom_scenekb).gate_stats)
+  finally:
+    for name in set(flags.FLAGS) - before:
+      delattr(flags.FLAGS, name)
