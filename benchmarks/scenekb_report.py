@@ -189,17 +189,15 @@ def write(out: pathlib.Path, workdirs: list[pathlib.Path]) -> pathlib.Path:
       names = [n for n, *_ in spec]
       if group != "main":
         names = ["graphloom"] + names
+      aggs = {n: a for n in names if (a := _agg(rows, n)) is not None}
+      summary[split]["rows"].update(aggs)
       lines = _table(rows, names)
       if len(lines) > 2 + (group != "main"):
         md += [f"### {group}", ""] + lines + [""]
-        if group == "main" and any(_agg(rows, n)["seeds"] > 1 for n in names if _agg(rows, n)):
+        if group == "main" and any(a["seeds"] > 1 for a in aggs.values()):
           md += ["Rows with several seeds: mean ± sample standard deviation over the training "
                  "seeds (the heads). The text rows read no heads and decode greedily: one run.",
                  ""]
-      for n in names:
-        a = _agg(rows, n)
-        if a is not None:
-          summary[split]["rows"][n] = a
     fam_rows = [r for r in rows if r["name"] in ("graphloom", "flat_rag", "no_retrieval")
                 and r["seed"] == 0]
     if fam_rows:
