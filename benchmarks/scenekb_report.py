@@ -9,6 +9,7 @@ import pathlib
 import statistics
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -41,6 +42,53 @@ def _agg(rows: list[dict], name: str) -> dict | None:
   return out
 
 
+def _correct(record: dict, metric: str) -> float:
+  if metric == "mc_accuracy":
+    return 100.0 * (record["choice"] == record["answer_index"])
+  return float(record["em"])  # the records hold EM in points already
+
+
+def paired_difference(rows: list[dict], name: str, metric: str, reference: str = "graphloom",
+                      resamples: int = 10_000, seed: int = 0) -> dict | None:
+  """Row minus reference on the same questions, in points, with a 95% percentile bootstrap
+  interval over questions.
+
+  For each seed s that ran both rows, d_{q,s} = x_{q,s}(row) - x_{q,s}(reference), with
+  x = 100 * [choice = gold option] (metric mc_accuracy) or EM in points (metric em). A question's
+  difference is its mean over those seeds, d_q = mean_s d_{q,s}; the estimate is mean_q d_q,
+  and the interval is the 2.5th and 97.5th percentiles of mean_q d_q over `resamples`
+  resamplings of the questions with replacement. Only the questions every one of these runs
+  answered are paired (None if there are none). Questions are resampled, seeds are not: the
+  interval is the spread of the test set, with the seeds averaged in.
+  """
+  by_seed = {}
+  for r in rows:
+    if r["name"] in (name, reference):
+      by_seed.setdefault(r["seed"], {})[r["name"]] = r
+  pairs = [(v[name], v[reference]) for _, v in sorted(by_seed.items()) if len(v) == 2]
+  if not pairs:
+    return None
+  common = set.intersection(*({x["qid"] for x in r["records"]} for pair in pairs for r in pair))
+  if not common:
+    return None
+  diffs = []
+  for row, ref in pairs:
+    got = {x["qid"]: _correct(x, metric) for x in row["records"]}
+    diffs.append([got[x["qid"]] - _correct(x, metric) for x in ref["records"]
+                  if x["qid"] in common])
+  d = np.mean(np.asarray(diffs, np.float64), axis=0)
+  idx = np.random.default_rng(seed).integers(0, len(d), size=(resamples, len(d)))
+  lo, hi = np.percentile(d[idx].mean(axis=1), [2.5, 97.5])
+  return dict(delta=float(d.mean()), lo=float(lo), hi=float(hi), seeds=len(pairs),
+              questions=len(d))
+
+
+def _fmt_delta(p: dict | None) -> str:
+  if p is None:
+    return "-"
+  return f"{p['delta']:+.1f} [{p['lo']:+.1f}, {p['hi']:+.1f}]"
+
+
 def _fmt(a: dict, key: str) -> str:
   if key not in a:
     return "-"
@@ -51,30 +99,40 @@ def _fmt(a: dict, key: str) -> str:
   return f"{a[key]:.1f}"
 
 
-def _table(rows, names) -> list[str]:
-  lines = ["| row | seeds | " + " | ".join(c for _, c in COLUMNS) + " |",
-           "|---|---|" + "---|" * len(COLUMNS)]
+def _table(rows, names, paired: bool = False) -> list[str]:
+  """One line per row; with `paired`, the rows' paired differences from graphloom too."""
+  extra = ["ΔMC vs graphloom [95% CI]", "ΔEM vs graphloom [95% CI]"] if paired else []
+  lines = ["| row | seeds | " + " | ".join([c for _, c in COLUMNS] + extra) + " |",
+           "|---|---|" + "---|" * (len(COLUMNS) + len(extra))]
   for n in names:
     a = _agg(rows, n)
     if a is not None:
-      lines.append(f"| {n} | {a['seeds']} | " + " | ".join(_fmt(a, k) for k, _ in COLUMNS)
-                   + " |")
+      cells = [_fmt(a, k) for k, _ in COLUMNS]
+      if paired:
+        cells += ["" if n == "graphloom" else _fmt_delta(paired_difference(rows, n, m))
+                  for m in ("mc_accuracy", "em")]
+      lines.append(f"| {n} | {a['seeds']} | " + " | ".join(cells) + " |")
   return lines
 
 
 def _bars(path, rows, names, reference="graphloom"):
-  ref = _agg([r for r in rows if r["seed"] == 0], reference)
-  got = [(n, _agg([r for r in rows if r["seed"] == 0], n)) for n in names]
-  got = [(n, a) for n, a in got if a is not None]
-  if ref is None or not got:
+  """The rows' paired differences from the reference (all seeds both ran), 95% CI whiskers."""
+  got = [(n, {m: paired_difference(rows, n, m, reference) for m in ("mc_accuracy", "em")})
+         for n in names]
+  got = [(n, p) for n, p in got if p["mc_accuracy"] is not None]
+  if not got:
     return None
   fig, ax = plt.subplots(figsize=(8, 3.5))
   x = range(len(got))
   for off, (key, label) in zip((-0.2, 0.2), (("mc_accuracy", "MC acc"), ("em", "EM"))):
-    ax.bar([i + off for i in x], [a[key] - ref[key] for _, a in got], width=0.4, label=label)
+    d = [p[key] for _, p in got]
+    ax.bar([i + off for i in x], [v["delta"] for v in d], width=0.4, label=label,
+           yerr=[[v["delta"] - v["lo"] for v in d], [v["hi"] - v["delta"] for v in d]],
+           capsize=3)
   ax.axhline(0, color="k", lw=0.8)
-  ax.set_xticks(list(x), [n for n, _ in got], rotation=30, ha="right")
-  ax.set_ylabel(f"points vs {reference} (seed 0)")
+  ax.set_xticks(list(x), [f"{n} ({p['mc_accuracy']['seeds']}s)" for n, p in got], rotation=30,
+                ha="right")
+  ax.set_ylabel(f"points vs {reference} (paired, 95% CI)")
   ax.legend()
   fig.tight_layout()
   fig.savefig(path, dpi=120)
@@ -190,10 +248,18 @@ def write(out: pathlib.Path, workdirs: list[pathlib.Path]) -> pathlib.Path:
       if group != "main":
         names = ["graphloom"] + names
       aggs = {n: a for n in names if (a := _agg(rows, n)) is not None}
+      if group != "main":
+        for n, a in aggs.items():
+          if n != "graphloom":
+            a["paired"] = {m: paired_difference(rows, n, m) for m in ("mc_accuracy", "em")}
       summary[split]["rows"].update(aggs)
-      lines = _table(rows, names)
+      lines = _table(rows, names, paired=group != "main")
       if len(lines) > 2 + (group != "main"):
         md += [f"### {group}", ""] + lines + [""]
+        if group != "main":
+          md += ["Δ: the row minus graphloom on the same questions and seeds, in points, with a "
+                 "95% bootstrap interval over questions (`scenekb_report.paired_difference`).",
+                 ""]
         if group == "main" and any(a["seeds"] > 1 for a in aggs.values()):
           md += ["Rows with several seeds: mean ± sample standard deviation over the training "
                  "seeds (the heads). The text rows read no heads and decode greedily: one run.",

@@ -14,8 +14,10 @@ components = -interleaved, -corrective, -revision, -router, -KG-JSA++ (mode rout
 -prefix; features = -retrieval_score, -context, -conf_ext, -centrality; knowledge = no KB
 enrichment (graph.kb_hops = 0); sensitivity = tau_edge, tau_kb, tau_eval, tau_ent at -20% / +20%;
 calibration = gate ECE (15 bins) of the heads in --calibration (name=folder pairs, e.g. a
-router trained with L_cal against one trained without) on the test questions. Non-main rows use
-the first --heads.
+router trained with L_cal against one trained without) on the test questions. Every row that
+reads heads runs once per --heads folder (seed N is the N-th folder; a finished row that read
+other heads stops the run); the report gives the mean +- std over seeds, and for the ablation
+rows the paired difference from graphloom with a 95% bootstrap interval over questions.
 
 Columns: MC accuracy (length-normalised option log-likelihood), EM / F1 (MMQA scorer, greedy),
 H-Rate (evaluation/hallucination: the generator's ground truth, independent of the pipeline's
@@ -268,10 +270,11 @@ def main(argv):
     if mode in ("flat_rag", "no_retrieval"):
       seeds = [(0, None)]  # text baselines do not read the heads: one run is every seed
     else:
-      seeds = list(enumerate(heads)) if group == "main" else [(0, heads[0])]
+      seeds = list(enumerate(heads))  # seed N is the N-th --heads folder, in every group
     for seed, heads_dir in seeds:
       path = rows_dir / f"{_SPLIT.value}-{len(questions)}" / f"seed{seed}" / f"{name}.json"
       if path.exists():
+        _check_done(path, heads_dir)
         print(f"{name} seed {seed}: done ({path})")
         continue
       config = _configured(base, overrides)
@@ -293,6 +296,15 @@ def main(argv):
     sys_ = _variant(system, base, heads_dir)
     atomic.atomic_write_json(path, gate_calibration(sys_, kb, questions, base.train.seq_len,
                                                     name, heads_dir))
+
+
+def _check_done(path: pathlib.Path, heads_dir):
+  """A finished row counts for seed N only if it read the heads that --heads names N-th."""
+  done = json.loads(path.read_text()).get("heads")
+  if heads_dir is not None and done is not None and \
+      pathlib.Path(done).resolve() != pathlib.Path(heads_dir).resolve():
+    raise app.UsageError(f"{path} was run with heads {done}, not {heads_dir}: give --heads in "
+                         "the order of the finished seeds, or move the row away")
 
 
 def gate_calibration(system, kb, questions, seq_len, name, heads_dir) -> dict:

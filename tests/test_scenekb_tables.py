@@ -109,3 +109,53 @@ def test_calibration_rows_import_no_flags():
   finally:
     for name in set(flags.FLAGS) - before:
       delattr(flags.FLAGS, name)
+
+
+def _row(name, seed, mc, em, qids=None):
+  qids = qids or [f"q{i}" for i in range(len(mc))]
+  return {"name": name, "seed": seed, "metrics": {}, "records": [
+      {"qid": q, "choice": 0, "answer_index": 0 if c else 1, "em": 100.0 * e}
+      for q, c, e in zip(qids, mc, em)]}
+
+
+def test_paired_difference_against_scipy_bootstrap():
+  """Row minus graphloom per question, averaged over the seeds both ran; the interval is the
+  percentile bootstrap over questions, checked against scipy.stats.bootstrap."""
+  from scipy import stats
+  rng = np.random.default_rng(4)
+  n = 300
+  ref = [rng.random(n) < 0.8 for _ in range(3)]
+  abl = [rng.random(n) < 0.7 for _ in range(3)]
+  ref_em = [rng.random(n) < 0.3 for _ in range(3)]
+  rows = [_row("graphloom", s, ref[s], ref_em[s]) for s in range(3)]
+  rows += [_row("-router", s, abl[s], ref_em[s]) for s in range(2)]  # seed 2 not run
+  p = scenekb_report.paired_difference(rows, "-router", "mc_accuracy")
+  d = np.mean([100.0 * (abl[s].astype(float) - ref[s]) for s in range(2)], axis=0)
+  assert p["seeds"] == 2 and p["questions"] == n
+  np.testing.assert_allclose(p["delta"], d.mean(), rtol=1e-12)
+  ci = stats.bootstrap((d,), np.mean, n_resamples=20_000, method="percentile",
+                       confidence_level=0.95, random_state=0).confidence_interval
+  assert abs(p["lo"] - ci.low) < 0.3 and abs(p["hi"] - ci.high) < 0.3
+  assert p["lo"] < p["delta"] < p["hi"] < 0  # 10 points worse on 300 questions: resolved
+  same = scenekb_report.paired_difference(rows, "-router", "em")  # identical EM: exactly zero
+  assert same["delta"] == same["lo"] == same["hi"] == 0.0
+  assert scenekb_report.paired_difference(rows, "-prefix", "em") is None
+  # only the questions both answered are paired
+  short = [_row("-router", 0, abl[0][:50], ref_em[0][:50])]
+  p = scenekb_report.paired_difference(rows[:1] + short, "-router", "mc_accuracy")
+  assert p["questions"] == 50
+  np.testing.assert_allclose(p["delta"], 100 * np.mean(abl[0][:50].astype(float) - ref[0][:50]))
+  assert scenekb_report.paired_difference(
+      rows[:1] + [_row("-router", 0, abl[0], ref_em[0], qids=[f"x{i}" for i in range(n)])],
+      "-router", "em") is None
+
+
+def test_finished_row_must_match_the_seeds_heads(tmp_path):
+  """Seed N is the N-th --heads folder: a finished row made from other heads is not reused."""
+  from absl import app
+  path = tmp_path / "-router.json"
+  path.write_text(json.dumps({"heads": str(tmp_path / "s0" / "heads")}))
+  scenekb_tables._check_done(path, str(tmp_path / "s0" / "heads"))
+  scenekb_tables._check_done(path, None)  # text rows read no heads
+  with pytest.raises(app.UsageError, match="was run with heads"):
+    scenekb_tables._check_done(path, str(tmp_path / "s1" / "heads"))
