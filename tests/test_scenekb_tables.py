@@ -151,11 +151,18 @@ def test_paired_difference_against_scipy_bootstrap():
 
 
 def test_finished_row_must_match_the_seeds_heads(tmp_path):
-  """Seed N is the N-th --heads folder: a finished row made from other heads is not reused."""
+  """Seed N is the N-th --heads folder: a finished row made from other heads is not reused; a
+  byte-identical copy of its heads is the same seed."""
   from absl import app
+  for name, data in (("s0", b"heads zero"), ("copy", b"heads zero"), ("s1", b"heads one")):
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "heads.safetensors").write_bytes(data)
   path = tmp_path / "-router.json"
-  path.write_text(json.dumps({"heads": str(tmp_path / "s0" / "heads")}))
-  scenekb_tables._check_done(path, str(tmp_path / "s0" / "heads"))
+  path.write_text(json.dumps({"heads": str(tmp_path / "s0")}))
+  scenekb_tables._check_done(path, str(tmp_path / "s0"))
+  scenekb_tables._check_done(path, str(tmp_path / "copy"))
   scenekb_tables._check_done(path, None)  # text rows read no heads
   with pytest.raises(app.UsageError, match="was run with heads"):
-    scenekb_tables._check_done(path, str(tmp_path / "s1" / "heads"))
+    scenekb_tables._check_done(path, str(tmp_path / "s1"))
+  path.write_text(json.dumps({"heads": str(tmp_path / "gone")}))
+  scenekb_tables._check_done(path, str(tmp_path / "s1"))  # nothing to compare with: kept
