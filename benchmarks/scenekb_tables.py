@@ -50,7 +50,7 @@ def _define_flags():
   """The command line's flags, defined only when this file runs as a script: importing it
   (tests do) defines none, so it never collides with other modules' flags."""
   global _CONFIG, _ROOT, _HEADS, _SPLIT, _NUM, _ROWS, _BATCH, _OUT, _SELECT, _STYLES, _REPORT, \
-      _CAL, _WORKDIRS
+      _SEEDS, _CAL, _WORKDIRS
   _CONFIG = config_flags.DEFINE_config_file("config", "configs/smollm2.py", "configuration")
   _ROOT = flags.DEFINE_string("root", "runs/scenekb_v2", "benchmark folder (build_benchmark --out)")
   _HEADS = flags.DEFINE_list("heads", [], "trained heads folders, one per training seed")
@@ -65,6 +65,8 @@ def _define_flags():
   _REPORT = flags.DEFINE_bool("report", False, "write the report from the finished rows")
   _CAL = flags.DEFINE_list("calibration", [], "name=heads_folder pairs for the calibration rows")
   _WORKDIRS = flags.DEFINE_list("workdirs", [], "training workdirs for the learning curves")
+  _SEEDS = flags.DEFINE_list("seeds", [], "run only these seeds (indices into --heads), e.g. to "
+                             "run two seeds of a row in parallel; default: every --heads folder")
 
 
 class Scale(float):
@@ -268,11 +270,7 @@ def main(argv):
   system = _base_system(base, heads[0] if heads else None, root)
   rows_dir = out / "rows"
   for group, name, mode, overrides in rows:
-    if mode in ("flat_rag", "no_retrieval"):
-      seeds = [(0, None)]  # text baselines do not read the heads: one run is every seed
-    else:
-      seeds = list(enumerate(heads))  # seed N is the N-th --heads folder, in every group
-    for seed, heads_dir in seeds:
+    for seed, heads_dir in row_seeds(mode, heads, [int(x) for x in _SEEDS.value]):
       path = rows_dir / f"{_SPLIT.value}-{len(questions)}" / f"seed{seed}" / f"{name}.json"
       if path.exists():
         _check_done(path, heads_dir)
@@ -297,6 +295,17 @@ def main(argv):
     sys_ = _variant(system, base, heads_dir)
     atomic.atomic_write_json(path, gate_calibration(sys_, kb, questions, base.train.seq_len,
                                                     name, heads_dir))
+
+
+def row_seeds(mode: str, heads: list[str], only: list[int] = ()) -> list[tuple[int, str | None]]:
+  """(seed, heads folder) runs of a row: seed N is the N-th --heads folder in every group; the
+  text baselines read no heads, so their one run (seed 0) stands for every seed. `only` keeps
+  the listed seeds."""
+  if any(not 0 <= i < max(len(heads), 1) for i in only):
+    raise app.UsageError(f"--seeds={list(only)}: seeds are indices into --heads "
+                         f"({len(heads)} given)")
+  runs = [(0, None)] if mode in ("flat_rag", "no_retrieval") else list(enumerate(heads))
+  return [r for r in runs if not only or r[0] in only]
 
 
 def _check_done(path: pathlib.Path, heads_dir):

@@ -166,3 +166,16 @@ def test_finished_row_must_match_the_seeds_heads(tmp_path):
     scenekb_tables._check_done(path, str(tmp_path / "s1"))
   path.write_text(json.dumps({"heads": str(tmp_path / "gone")}))
   scenekb_tables._check_done(path, str(tmp_path / "s1"))  # nothing to compare with: kept
+
+
+def test_row_seeds_are_heads_indices():
+  """Seed N reads the N-th --heads folder in every group; text rows run once, as seed 0;
+  --seeds keeps some of them, and an index outside --heads is an error."""
+  from absl import app
+  heads = ["a", "b", "c"]
+  assert scenekb_tables.row_seeds("graphloom", heads) == [(0, "a"), (1, "b"), (2, "c")]
+  assert scenekb_tables.row_seeds("routed_text", heads, [2, 1]) == [(1, "b"), (2, "c")]
+  assert scenekb_tables.row_seeds("flat_rag", heads) == [(0, None)]
+  assert scenekb_tables.row_seeds("no_retrieval", heads, [1]) == []
+  with pytest.raises(app.UsageError, match="indices into --heads"):
+    scenekb_tables.row_seeds("graphloom", heads, [3])
