@@ -99,27 +99,24 @@ def _fmt(a: dict, key: str) -> str:
   return f"{a[key]:.1f}"
 
 
-def _table(rows, names, paired: bool = False) -> list[str]:
-  """One line per row; with `paired`, the rows' paired differences from graphloom too."""
+def _table(aggs: dict[str, dict], paired: bool = False) -> list[str]:
+  """One line per aggregated row; with `paired`, its paired differences from graphloom too."""
   extra = ["ΔMC vs graphloom [95% CI]", "ΔEM vs graphloom [95% CI]"] if paired else []
   lines = ["| row | seeds | " + " | ".join([c for _, c in COLUMNS] + extra) + " |",
            "|---|---|" + "---|" * (len(COLUMNS) + len(extra))]
-  for n in names:
-    a = _agg(rows, n)
-    if a is not None:
-      cells = [_fmt(a, k) for k, _ in COLUMNS]
-      if paired:
-        cells += ["" if n == "graphloom" else _fmt_delta(paired_difference(rows, n, m))
-                  for m in ("mc_accuracy", "em")]
-      lines.append(f"| {n} | {a['seeds']} | " + " | ".join(cells) + " |")
+  for n, a in aggs.items():
+    cells = [_fmt(a, k) for k, _ in COLUMNS]
+    if paired:
+      cells += [_fmt_delta(a["paired"][m]) if "paired" in a else ""
+                for m in ("mc_accuracy", "em")]
+    lines.append(f"| {n} | {a['seeds']} | " + " | ".join(cells) + " |")
   return lines
 
 
-def _bars(path, rows, names, reference="graphloom"):
+def _bars(path, aggs: dict[str, dict], names, reference="graphloom"):
   """The rows' paired differences from the reference (all seeds both ran), 95% CI whiskers."""
-  got = [(n, {m: paired_difference(rows, n, m, reference) for m in ("mc_accuracy", "em")})
-         for n in names]
-  got = [(n, p) for n, p in got if p["mc_accuracy"] is not None]
+  got = [(n, aggs[n]["paired"]) for n in names
+         if n in aggs and aggs[n].get("paired", {}).get("mc_accuracy") is not None]
   if not got:
     return None
   fig, ax = plt.subplots(figsize=(8, 3.5))
@@ -253,7 +250,7 @@ def write(out: pathlib.Path, workdirs: list[pathlib.Path]) -> pathlib.Path:
           if n != "graphloom":
             a["paired"] = {m: paired_difference(rows, n, m) for m in ("mc_accuracy", "em")}
       summary[split]["rows"].update(aggs)
-      lines = _table(rows, names, paired=group != "main")
+      lines = _table(aggs, paired=group != "main")
       if len(lines) > 2 + (group != "main"):
         md += [f"### {group}", ""] + lines + [""]
         if group != "main":
@@ -276,7 +273,7 @@ def write(out: pathlib.Path, workdirs: list[pathlib.Path]) -> pathlib.Path:
             f"{r['by_family'][f]['h_rate']:.0f}" for f in fams) + " |")
       md.append("")
     plots = {
-        "ablations": _bars(out / f"{split}-ablations.png", rows,
+        "ablations": _bars(out / f"{split}-ablations.png", summary[split]["rows"],
                            [n for g in ("components", "features", "knowledge")
                             for n, *_ in GROUPS[g]]),
         "reliability": _reliability(out / f"{split}-reliability.png", cal),
