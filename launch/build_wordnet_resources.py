@@ -18,6 +18,11 @@ Writes, under --out (graphloom_jax/data/resources/wordnet/):
                      chosen in SENSES below (WordNet's first sense is often not the visual one:
                      "plant" = factory, "kite" = bank cheque), every other included synset's first
                      word maps to that synset.
+  sense_counts.tsv   for every lemma of that index, each of its noun senses in the full
+                     database: `lemma <TAB> sense number <TAB> synset offset <TAB> tag count`,
+                     the tag count from cntlist.rev (how often the sense was tagged in the
+                     semantic concordance; 0 when never); graded KB scores read it
+                     (`graph.kb.WordNet`, score="frequency").
 and, under --tests_out (tests/data/wordnet/), unmodified real lines for a few lemmas (the
 licence header, their senses' synsets and hypernym closures) for the loader tests.
 """
@@ -109,6 +114,21 @@ def write_gzip_lines(path: pathlib.Path, lines):
       f.write(data)
 
 
+def write_sense_counts(src: pathlib.Path, wn: WordNet, lemmas, path: pathlib.Path) -> None:
+  """sense_counts.tsv (see the module docstring) for `lemmas`, from index.noun's sense order and
+  cntlist.rev's tag counts ("sense_key sense_number tag_cnt" lines; noun keys have ss_type 1)."""
+  counts = {}
+  for line in (src / "cntlist.rev").read_text(encoding="utf-8").splitlines():
+    key, number, tagged = line.split()
+    lemma, _, lex = key.partition("%")
+    if lex.startswith("1:"):
+      counts[(lemma, int(number))] = counts.get((lemma, int(number)), 0) + int(tagged)
+  with open(path, "w", encoding="utf-8") as f:
+    for lemma in lemmas:
+      for number, s in enumerate(wn.senses(lemma), start=1):
+        f.write(f"{lemma}\t{number}\t{s.offset:08d}\t{counts.get((lemma, number), 0)}\n")
+
+
 def build(wordnet_dir, vocab, out, tests_out, license_file) -> str:
   """Writes the resources; returns a one-line summary."""
   src, out, tests_out = pathlib.Path(wordnet_dir), pathlib.Path(out), pathlib.Path(tests_out)
@@ -147,6 +167,8 @@ def build(wordnet_dir, vocab, out, tests_out, license_file) -> str:
     f.writelines(header)
     for lemma in sorted(index):
       f.write(f"{lemma} n 1 0 1 0 {index[lemma]:08d}  \n")
+
+  write_sense_counts(src, wn, sorted(index), out / "sense_counts.tsv")
 
   test_keep = set()
   for lemma in TEST_LEMMAS:

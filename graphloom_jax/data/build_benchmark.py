@@ -1,8 +1,14 @@
 r"""Builds SceneKB: synthetic scenes over the VG150 vocabulary with real WordNet 3.0 knowledge
-about their objects, and MMQA-style questions over both. Two versions:
+about their objects, and MMQA-style questions over both. Three versions:
 
   python -m graphloom_jax.data.build_benchmark                # v1, the embedded copy
   python -m graphloom_jax.data.build_benchmark --version=2 --out=DIR [--seed=N] [--scenes=M]
+  python -m graphloom_jax.data.build_benchmark --version=3 --out=DIR [--seed=N] [--scenes=M]
+
+--version=3 (defaults: seed 20261202, 2,000 scenes) is v2 with its shortcuts removed and
+measured (`graphloom_jax.data.scenekb_v3`): statistics.json then also holds the scores of a
+symbolic reader and of the shortcut heuristics ("shortcuts"), and each question its structured
+query ("query").
 
 --version=1 (the default) with its default seed (20261129), 400 scenes and --out the embedded
 folder graphloom_jax/data/resources/scenekb/ rebuilds the embedded copy byte for byte
@@ -51,6 +57,7 @@ import json
 import pathlib
 import random
 
+from graphloom_jax.data import scenekb_v3
 from graphloom_jax.graph.kb import WORDNET_RELATIONS, Synset, WordNet
 from graphloom_jax.graph.triples import Triple, dumps
 
@@ -115,10 +122,15 @@ VERSIONS = {
                 (1, 2, 3), senses=False),
     2: Settings(2, 20261130, 2000, ("beta", 4.5, 2.0), ("beta", 2.0, 4.5), (2, 3, 4),
                 senses=True),
+    # v3's noise confidence depends on each relation's plausibility (scenekb_v3.add_noise).
+    3: Settings(3, 20261202, 2000, scenekb_v3.REAL_CONFIDENCE, ("plausibility", 0.0, 0.0),
+                scenekb_v3.NOISE_COUNTS, senses=True),
 }
 # The defaults of configs/base.py, used here only for the statistics and the v2 description.
 TAU_EDGE = 0.5
 TAU_KB = 0.7
+KB_HOPS = 2
+KB_MAX = 32
 
 PEOPLE = ("man", "woman", "boy", "girl", "child", "kid", "lady", "guy", "player", "skier",
           "person")
@@ -167,6 +179,11 @@ SENSE_NUMBERS = {"bike": 2, "board": 3, "branch": 2, "glass": 2, "glove": 2, "ki
 INTENDED = {("elephant", "trunk"): 2452967,  # proboscis: a long flexible snout as of an elephant
             ("sheep", "face"): 5601198}  # the part of an animal corresponding to the human face
 SAME_PREDICATES = {"wears": "wearing"}
+# v3: the category of an object (its first pool here) for noise co-occurrence and distractors.
+CATEGORIES = {"person": PEOPLE, "animal": ANIMALS, "food": FOOD, "clothing": CLOTHING,
+              "body part": tuple(sorted(set(PERSON_PARTS).union(*ANIMAL_PARTS.values()))),
+              "rideable": RIDEABLE, "handheld": HANDHELD, "surface": tuple(SURFACES),
+              "background": BACKGROUND}
 KIND_OF = "kind of"  # the transitive 'is a' of the question claims in truth.jsonl
 ANSWER = "?x"  # the variable a question's answer binds in its claims
 
@@ -279,10 +296,11 @@ def sense_index(wn: WordNet) -> dict[tuple[str, str], tuple[int, ...]]:
 
 class SenseKnowledge(Knowledge):
   """v2: every sense of a word, graded by rank (the KB file), and what holds for the sense an
-  object has in its scene (questions and truth)."""
+  object has in its scene (questions and truth). v3 passes `kb`, WordNet in its real sense
+  order scored by sense frequency; the excerpt `wn` still names each class's visual sense."""
 
-  def __init__(self, wn: WordNet, objects):
-    super().__init__(WordNet(wn.synsets, sense_index(wn)), objects)
+  def __init__(self, wn: WordNet, objects, kb: WordNet | None = None):
+    super().__init__(kb or WordNet(wn.synsets, sense_index(wn)), objects)
     self.excerpt = {c: wn.senses(c)[0] for c in objects}
 
   def reading(self, scene) -> "Reading":
@@ -439,6 +457,11 @@ class Scene:
           self._relate(rng, thing, p, base)
     if len(agents) == 2 and rng.random() < 0.5:
       self._relate(rng, agents[0], rng.choice(("looking at", "watching", "near")), agents[1])
+    # v3 adds its noise after all scenes exist (scenekb_v3.add_noise); boxes come first so that
+    # v1 and v2 draw theirs after their noise, as they always did.
+    if self.settings.version >= 3:
+      self._add_boxes(rng)
+      return
     for _ in range(rng.choice(self.settings.noise_relations)):
       s, p, o = rng.choice([r[:3] for r in self.relations])
       if rng.random() < 0.5:
@@ -448,6 +471,9 @@ class Scene:
       if not any((s, p, o) == r[:3] for r in self.relations):
         self._add_object(o)
         self.relations.append((s, p, o, draw(rng, self.settings.noise_confidence), True))
+    self._add_boxes(rng)
+
+  def _add_boxes(self, rng):
     self.boxes = {o: [rng.randrange(0, 560), rng.randrange(0, 400), rng.randrange(24, 200),
                       rng.randrange(24, 200)] for o in self.objects}
 
@@ -511,15 +537,7 @@ class QuestionMaker:
     self.kb_objects = {r: sorted({o for c in vocab_objects for o in knowledge.objects_of(c, r)})
                        for r in KB_TEMPLATES}
 
-  def _options(self, rng, answer, gold, pools):
-    distractors = []
-    for pool in pools:
-      for x in rng.sample(sorted(pool), len(pool)):
-        if x not in gold and x != answer and x not in distractors and len(distractors) < 3:
-          distractors.append(x)
-    options = distractors + [answer]
-    rng.shuffle(options)
-    return options, options.index(answer)
+  _options = staticmethod(scenekb_v3.fill_options)
 
   def _refs(self, scene):
     """Scene relations that identify their object uniquely: (s, p, o) with (s, p) unique."""
@@ -669,8 +687,14 @@ def build(out=DEFAULT_OUT, vocab=DEFAULT_VOCAB, num_scenes: int | None = None,
   vocab_data = json.loads(pathlib.Path(vocab).read_text(encoding="utf-8"))
   objects, predicates = vocab_data["objects"], vocab_data["predicates"]
   wordnet = WordNet.load(WORDNET_DIR, "n")
-  knowledge = (SenseKnowledge if settings.senses else Knowledge)(wordnet, objects)
-  maker = QuestionMaker(knowledge, objects, SAME_PREDICATES if version != 1 else None)
+  if version >= 3:
+    knowledge = SenseKnowledge(wordnet, objects,
+                               scenekb_v3.frequency_wordnet(wordnet, WORDNET_DIR))
+    maker = scenekb_v3.QuestionMaker(knowledge, objects, scenekb_v3.categories(CATEGORIES),
+                                     CATEGORIES, SAME_PREDICATES)
+  else:
+    knowledge = (SenseKnowledge if settings.senses else Knowledge)(wordnet, objects)
+    maker = QuestionMaker(knowledge, objects, SAME_PREDICATES if version != 1 else None)
   counts = {s: collections.Counter() for s in SPLITS}
   questions = {s: [] for s in SPLITS}
   images, texts, used_classes = [], [], set()
@@ -679,6 +703,14 @@ def build(out=DEFAULT_OUT, vocab=DEFAULT_VOCAB, num_scenes: int | None = None,
     rng = random.Random(f"{seed}:{i}")
     scene = Scene(i, rng, objects, predicates, settings, namespace)
     scenes.append(scene)
+  if version >= 3:
+    co = scenekb_v3.Cooccurrence(scenes, scenekb_v3.categories(CATEGORIES))
+    for scene in scenes:
+      reading = knowledge.reading(scene)
+      scenekb_v3.add_noise(scene, random.Random(f"{seed}:{scene.index}:noise"), co, objects,
+                           predicates, lambda x: set(reading.hypernym_paths(x)))
+    maker.observe(scenes)
+  for scene in scenes:
     used_classes.update(o for o in scene.objects)
   kb_doc = {c: doc_id("kb", c, namespace=namespace) for c in sorted(used_classes)}
   for scene in scenes:
@@ -699,6 +731,8 @@ def build(out=DEFAULT_OUT, vocab=DEFAULT_VOCAB, num_scenes: int | None = None,
       made = getattr(maker, f"{family}_q")(rng, scene)
       if made is None:
         continue
+      if version >= 3:
+        made = scenekb_v3.unnamed_pools(made)
       answer = made.get("answer", made["answers"][0])
       options, correct = maker._options(rng, answer,
                                         made["answers"] + made.get("not_distractors", []),
@@ -724,7 +758,7 @@ def build(out=DEFAULT_OUT, vocab=DEFAULT_VOCAB, num_scenes: int | None = None,
           "supporting_context": support,
           "options": options, "answer_index": correct,
           "gold_triples": [list(g) for g in made["gold"]],
-          "instance_id": scene.id})
+          "instance_id": scene.id, **({"query": made["claims"]} if version >= 3 else {})})
       forms.append({"kind": "question", "qid": qid, "instance_id": scene.id, "family": family,
                     "split": split, "question": made["question"], "claims": made["claims"]})
       counts[split][family] += 1
@@ -749,6 +783,10 @@ def build(out=DEFAULT_OUT, vocab=DEFAULT_VOCAB, num_scenes: int | None = None,
   truth = _truth(knowledge, scenes, forms)
   write("truth.jsonl", truth)
   stats = statistics(scenes, truth, kb_triples, questions)
+  if version >= 3:
+    stats["shortcuts"] = scenekb_v3.shortcut_statistics(
+        questions, scenes, kb_triples, {"tau_edge": TAU_EDGE, "tau_kb": TAU_KB,
+                                        "kb_hops": KB_HOPS, "kb_max_per_entity": KB_MAX})
   (out / "statistics.json").write_text(json.dumps(stats, indent=1, sort_keys=True) + "\n",
                                        encoding="utf-8")
   (out / "README.md").write_text(_readme_v2(settings, counts, scenes, len(kb_triples), stats),
@@ -922,8 +960,12 @@ def _readme_v2(settings: Settings, counts, scenes, n_kb_triples, stats) -> str:
   levels = "\n".join(f"| {key.split(' ')[0]} | {key.split(' ')[1]} | {n} |"
                      for key, n in k["by_confidence"].items())
   doc = __doc__.split("\n\n", 1)[1]
-  return (f"# SceneKB v2\n\nGenerated by `python -m graphloom_jax.data.build_benchmark "
-          f"--version=2 --seed={settings.seed} --scenes={settings.scenes} --out=DIR`; rebuilding "
+  v = settings.version
+  if v >= 3:
+    doc = (scenekb_v3.__doc__ + "\nWhat v2 changed over v1, which v3 keeps except where it says "
+           "otherwise:\n\n" + doc)
+  return (f"# SceneKB v{v}\n\nGenerated by `python -m graphloom_jax.data.build_benchmark "
+          f"--version={v} --seed={settings.seed} --scenes={settings.scenes} --out=DIR`; rebuilding "
           f"with the same flags gives the same bytes. Read it with "
           f"`graphloom_jax.data.scenekb.load(split, root=DIR)`.\n\n{doc}\n"
           f"How v1 makes scenes and questions (v2 as above otherwise):\n\n{V1_DESCRIPTION}\n"
@@ -947,12 +989,15 @@ def _readme_v2(settings: Settings, counts, scenes, n_kb_triples, stats) -> str:
           f"facts fall below tau_KB. Polysemous classes: {', '.join(k['polysemous_classes'])}. "
           f"Classes read in a sense other than their first: "
           f"{', '.join(k['classes_read_in_a_later_sense'])}.\n\n"
-          f"| holds | confidence (1 / sense rank) | facts |\n|---|---|---|\n{levels}\n\n"
+          f"| holds | confidence ({'sense frequency' if v >= 3 else '1 / sense rank'}) | facts |"
+          f"\n|---|---|---|\n{levels}\n\n"
           f"## Questions per family and split\n\n" + "\n".join(_count_rows(counts)) + "\n\n"
           f"Of {q['total']} questions, {q['gold_scene_triples_all_at_or_above_tau_edge']:.1%} "
           f"have every gold scene triple at or above tau_edge, "
           f"{q['gold_kb_triples_all_at_or_above_tau_kb']:.1%} every gold WordNet triple at or "
           f"above tau_KB, {q['both']:.1%} both.\n\n"
+          + (f"## Shortcuts (multiple-choice accuracy, %; chance is 25)\n\n"
+             f"{scenekb_v3.shortcut_table(stats['shortcuts'])}\n" if v >= 3 else "") +
           f"WordNet facts come from WordNet 3.0 (Princeton University); see "
           f"graphloom_jax/data/resources/wordnet/LICENSE.\n")
 
@@ -962,7 +1007,8 @@ def main(argv):
   from absl import flags
   f = flags.FLAGS
   if f.version != 1 and f.out is None:
-    raise SystemExit("build_benchmark: --version=2 needs --out (the embedded copy stays v1)")
+    raise SystemExit(f"build_benchmark: --version={f.version} needs --out (the embedded copy "
+                     "stays v1)")
   out = pathlib.Path(DEFAULT_OUT if f.out is None else f.out)
   counts = build(out, f.vocab, f.scenes, f.seed, f.version)
   for split, c in counts.items():
@@ -973,7 +1019,7 @@ def main(argv):
 
 if __name__ == "__main__":
   from absl import app, flags
-  flags.DEFINE_integer("version", 1, "SceneKB version: 1 (the embedded copy) or 2")
+  flags.DEFINE_integer("version", 1, "SceneKB version: 1 (the embedded copy), 2 or 3")
   flags.DEFINE_string("out", None, "output folder (default for version 1: the embedded copy)")
   flags.DEFINE_integer("seed", None, "random seed (default: the version's)")
   flags.DEFINE_integer("scenes", None, "number of scenes (default: the version's)")

@@ -8,10 +8,11 @@ tau_KB during enrichment and pass through.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import networkx as nx
 
+from graphloom_jax.graph import enrich
 from graphloom_jax.graph.canonical import Canonicalizer, canonicalize
 from graphloom_jax.graph.triples import Triple
 
@@ -48,3 +49,19 @@ def build_instance_graph(triples: Iterable[Triple], tau_edge: float = 0.5,
 def graph_triples(g: nx.MultiDiGraph) -> list[Triple]:
   """The graph's triples in a stable order (independent of insertion and hash seed)."""
   return sorted((d["triple"] for _, _, d in g.edges(data=True)), key=Triple.sort_key)
+
+
+def build(extracted: Sequence[Triple], *, tau_edge: float, tau_kb: float, kb_hops: int,
+          kb_max_per_entity: int, kb_sources: Sequence = (), instance_id: str = "",
+          canonicalizer: Canonicalizer | None = None) -> tuple[nx.MultiDiGraph, Canonicalizer]:
+  """The instance graph of one image / document: extracted triples kept iff confidence >=
+  tau_edge, canonical names, KB facts within `kb_hops` of the kept entities whose score is >=
+  tau_KB (at most `kb_max_per_entity` per entity and hop, `graph.enrich`). Returns the graph and
+  the canonicaliser that named its nodes."""
+  canon = canonicalizer or Canonicalizer()
+  kept = canonicalize(filter_edges(extracted, tau_edge), canon)
+  entities = sorted({x for t in kept for x in (t.subject, t.object)})
+  kb = enrich.enrich(entities, kb_sources, tau_kb=tau_kb, hops=kb_hops,
+                     max_per_entity=kb_max_per_entity, instance=instance_id,
+                     existing=kept) if kb_sources else []
+  return build_instance_graph(kept + kb, tau_edge=tau_edge, canonicalizer=canon), canon

@@ -10,7 +10,14 @@ committed under graphloom_jax/data/resources/wordnet/):
   Lines starting with two spaces are the licence header. Synsets are keyed by their offset
   field (not by byte position) so that excerpts of the files load the same way.
   Score of an edge taken from a lemma's i-th sense (1-based, senses ordered by frequency as in
-  index.POS): 1 / i (our choice: the dominant sense passes tau_KB = 0.7, later senses do not).
+  index.POS), by `WordNet(score=...)`:
+    "rank"       1 / i (the dominant sense passes tau_KB = 0.7, later senses do not);
+    "frequency"  (c_i + 1) / (max_j c_j + 1), c the senses' tag counts in the semantic
+                 concordance (cntlist.rev) over all of the lemma's senses: the dominant sense
+                 scores 1, a sense tagged half as often about 1/2, so tau_KB trades true
+                 secondary senses against wrong ones. Needs `sense_counts.tsv` beside the wndb
+                 files (`lemma TAB sense_number TAB offset TAB tag_count`, written by
+                 launch/build_wordnet_resources.py).
 
 ConceptNet 5 assertions (`conceptnet-assertions-5.x.csv`): five tab-separated columns
   `/a/[...]  /r/Relation  /c/en/start[/pos/...]  /c/en/end[/pos/...]  {"weight": w, ...}`.
@@ -183,15 +190,24 @@ class WordNet:
   name = "kb:wordnet"
 
   def __init__(self, synsets: dict[tuple[str, int], Synset],
-               index: dict[tuple[str, str], tuple[int, ...]], report: ReadReport | None = None):
+               index: dict[tuple[str, str], tuple[int, ...]], report: ReadReport | None = None,
+               score: str = "rank", counts: dict[str, dict[int, int]] | None = None):
+    if score not in SCORES:
+      raise ValueError(f"WordNet: score={score!r}; expected one of {SCORES}")
+    if score == "frequency" and counts is None:
+      raise ValueError("WordNet: score='frequency' needs sense counts (sense_counts.tsv)")
     self.synsets = synsets
     self.index = index
     self.report = report
+    self.score = score
+    self.counts = counts  # lemma -> {offset: tag count} over all of the lemma's noun senses
 
   @classmethod
-  def load(cls, folder, pos: str | Iterable[str] = "n", strict: bool = True) -> "WordNet":
-    """Reads data.POS and index.POS for each part of speech in `pos`; see the module docstring
-    for what strict=False skips (counted in `.report`)."""
+  def load(cls, folder, pos: str | Iterable[str] = "n", strict: bool = True,
+           score: str = "rank") -> "WordNet":
+    """Reads data.POS and index.POS for each part of speech in `pos` (and sense_counts.tsv for
+    score="frequency"); see the module docstring for what strict=False skips (counted in
+    `.report`)."""
     folder = pathlib.Path(folder)
     if not folder.is_dir():
       raise FileNotFoundError(f"WordNet.load: {folder} is not a folder (wndb folder expected)")
@@ -218,7 +234,18 @@ class WordNet:
             report.reject(f"{path}:{lineno}: {e}", strict)
           else:
             report.read += 1
-    return cls(synsets, index, report)
+    counts = read_sense_counts(folder / SENSE_COUNTS) if score == "frequency" else None
+    return cls(synsets, index, report, score, counts)
+
+  def sense_score(self, lemma: str, synset: Synset, rank: int) -> float:
+    """The score of a fact taken from `synset`, the `rank`-th sense of `lemma` (module
+    docstring); a lemma the counts do not know scores as monosemous under "frequency"."""
+    if self.score == "rank":
+      return 1.0 / rank
+    counts = self.counts.get(lemma.strip().lower().replace(" ", "_"), {})
+    if not counts:
+      return 1.0
+    return (counts.get(synset.offset, 0) + 1) / (max(counts.values()) + 1)
 
   def senses(self, lemma: str, pos: str = "n") -> list[Synset]:
     """Synsets of `lemma` in WordNet's sense order (most frequent first)."""
@@ -240,7 +267,7 @@ class WordNet:
   def triples(self, lemma: str, pos: str = "n", relations: Iterable[str] = tuple(
       s for s in WORDNET_RELATIONS if s not in ("~", "~i", "!", "=")),
               instance: str = "") -> list[Triple]:
-    """One-hop WordNet facts about `lemma`, one per (sense, pointer), scored 1 / sense rank.
+    """One-hop WordNet facts about `lemma`, one per (sense, pointer), scored by `sense_score`.
 
     The subject is the lemma as given (the entity name in the graph), objects are the related
     synsets' first words."""
@@ -249,8 +276,9 @@ class WordNet:
     for rank, s in enumerate(self.senses(lemma, pos), start=1):
       for sym in relations:
         for other in self.related(s, sym):
-          out.append(Triple(name, WORDNET_RELATIONS[sym], other.head.lower(), 1.0 / rank,
-                            "kb:wordnet", Provenance(instance=instance)))
+          out.append(Triple(name, WORDNET_RELATIONS[sym], other.head.lower(),
+                            self.sense_score(lemma, s, rank), "kb:wordnet",
+                            Provenance(instance=instance)))
     return out
 
   def neighbors(self, entity: str) -> list[Triple]:
@@ -260,6 +288,36 @@ class WordNet:
       if t.key() not in best or t.confidence > best[t.key()].confidence:
         best[t.key()] = t
     return list(best.values())
+
+
+SCORES = ("rank", "frequency")
+SENSE_COUNTS = "sense_counts.tsv"
+
+
+def read_sense_counts(path) -> dict[str, dict[int, int]]:
+  """sense_counts.tsv -> lemma -> {offset: tag count}; a malformed line raises
+  TripleFormatError naming the file and line."""
+  path = pathlib.Path(path)
+  if not path.exists():
+    raise FileNotFoundError(f"WordNet: {path} does not exist (score='frequency' reads the sense "
+                            "counts that launch/build_wordnet_resources.py writes)")
+  out: dict[str, dict[int, int]] = {}
+  report = ReadReport(str(path))
+  for lineno, line in iter_text_lines(path, report, True):
+    if not line.strip():
+      continue
+    f = line.rstrip("\n").split("\t")
+    try:
+      if len(f) != 4:
+        raise ValueError(f"{len(f)} tab-separated fields")
+      number, offset, tagged = int(f[1]), int(f[2]), int(f[3])
+      if number < 1 or offset < 0 or tagged < 0 or not f[0]:
+        raise ValueError("an empty lemma or a negative number")
+    except ValueError as e:
+      raise TripleFormatError(f"{path}:{lineno}: expected 'lemma TAB sense_number TAB offset "
+                              f"TAB tag_count' ({e})") from None
+    out.setdefault(f[0], {})[offset] = tagged
+  return out
 
 
 def _parse_index_line(line: str, pos: str) -> tuple[str, tuple[int, ...]]:

@@ -82,8 +82,10 @@ class SlotBank:
   key_tokens: np.ndarray  # [M, W] int32 key text as decoder tokens, right-aligned, -1 padded
 
 
-def _mentioned(text: str, question: str) -> float:
-  text = _norm(text)
+def mentioned(text: str, question: str) -> float:
+  """1.0 when `text` occurs in `question` as whole words (case and spacing ignored), else 0.0:
+  the context feature of a slot whose key is `text`."""
+  text, question = _norm(text), _norm(question)
   if not text:
     return 0.0
   return float(re.search(r"(?<!\w)" + re.escape(text) + r"(?!\w)", question) is not None)
@@ -167,7 +169,7 @@ def build_bank(triples: Sequence[Any], embed: Callable[[list[str]], np.ndarray],
       keys[p] = lookup[key]
       values[p] = lookup[value]
       valid[p] = True
-      features[p] = (score, conf, cent, _mentioned(key, q), is_ent)
+      features[p] = (score, conf, cent, mentioned(key, q), is_ent)
       reliability[p] = conf
       utility[p] = useful
       triple_index[p] = i

@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 import networkx as nx
 import numpy as np
 
-from graphloom_jax.graph import canonical, enrich, instance_graph
+from graphloom_jax.graph import canonical, instance_graph
 from graphloom_jax.graph.scene_graph import scene_graph_triples
 from graphloom_jax.graph.triples import Triple, TripleFormatError, triple_from_json
 from graphloom_jax.retrieval import index as index_lib
@@ -105,17 +105,14 @@ def build_graph(triples: Any, *, config, kb_sources: Sequence = (),
   if not extracted:
     raise ValueError(f"{where}: no triples given; GraphLoom needs an instance graph to "
                      "retrieve from (use mode='no_retrieval' to answer without one)")
-  canon = canonicalizer or canonical.Canonicalizer()
-  kept = canonical.canonicalize(instance_graph.filter_edges(extracted, g.tau_edge), canon)
-  entities = sorted({x for t in kept for x in (t.subject, t.object)})
-  kb = enrich.enrich(entities, kb_sources, tau_kb=g.tau_kb, hops=g.kb_hops,
-                     max_per_entity=g.kb_max_per_entity, instance=instance_id,
-                     existing=kept) if kb_sources else []
-  graph = instance_graph.build_instance_graph(kept + kb, tau_edge=g.tau_edge,
-                                              canonicalizer=canon)
+  graph, canon = instance_graph.build(
+      extracted, tau_edge=g.tau_edge, tau_kb=g.tau_kb, kb_hops=g.kb_hops,
+      kb_max_per_entity=g.kb_max_per_entity, kb_sources=kb_sources, instance_id=instance_id,
+      canonicalizer=canonicalizer)
   if objects is None:
     objects = scene_objects if scene_objects is not None else [
-        x for t in kept for x in (t.subject, t.object)]
+        x for t in instance_graph.filter_edges(extracted, g.tau_edge)
+        for x in (t.subject, t.object)]
   objects = sorted({canon(o) for o in objects if isinstance(o, str) and o.strip()})
   return graph, instance_graph.graph_triples(graph), objects
 
