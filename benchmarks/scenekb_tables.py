@@ -9,7 +9,10 @@
   # the report: results JSON, markdown and PNG plots from the finished rows
   python -m benchmarks.scenekb_tables --root=runs/scenekb_v2 --report
 
-Rows (groups): main = no_retrieval, flat_rag, graphloom (every --heads seed; mean +- std);
+Rows (groups): main = symbolic (graph.lookup over the instance graph with the question's
+structured query: the non-learned ceiling; SceneKB v3), no_retrieval, flat_rag, graphloom
+(every --heads seed; mean +- std); controls = shuffled / no / oracle evidence for the trained
+heads (pipeline/controls.py);
 components = -interleaved, -corrective, -revision, -router, -KG-JSA++ (mode routed_text),
 -prefix; features = -retrieval_score, -context, -conf_ext, -centrality; knowledge = no KB
 enrichment (graph.kb_hops = 0); sensitivity = tau_edge, tau_kb, tau_eval, tau_ent at -20% / +20%;
@@ -42,7 +45,8 @@ from ml_collections import config_flags
 from graphloom_jax import atomic
 from graphloom_jax.data import scenekb
 from graphloom_jax.evaluation import answers, calibration, hallucination
-from graphloom_jax.pipeline import GraphLoom
+from graphloom_jax.graph import canonical, lookup
+from graphloom_jax.pipeline import GraphLoom, controls, instance
 from graphloom_jax.pipeline.graphloom import _get
 
 
@@ -76,10 +80,16 @@ class Scale(float):
     return f"x{float(self)}"
 
 
-MAIN = [("no_retrieval", "no_retrieval", {}), ("flat_rag", "flat_rag", {}),
-        ("graphloom", "graphloom", {})]
+MAIN = [("symbolic", "symbolic", {}), ("no_retrieval", "no_retrieval", {}),
+        ("flat_rag", "flat_rag", {}), ("graphloom", "graphloom", {})]
+# Modes that read no heads: one run stands for every seed.
+HEADLESS = ("symbolic", "no_retrieval", "flat_rag")
 GROUPS = {
     "main": MAIN,
+    # Evidence controls (pipeline/controls.py): "control" is not a config key, run_row reads it.
+    "controls": [("shuffled evidence", "graphloom", {"control": "shuffled"}),
+                 ("no evidence", "graphloom", {"control": "none"}),
+                 ("oracle evidence", "graphloom", {"control": "oracle"})],
     "components": [
         ("-interleaved", "graphloom", {"retrieval.second_round": "none"}),
         ("-corrective", "graphloom", {"ablation.corrective": False}),
@@ -123,20 +133,99 @@ def _online(a) -> float:
   return sum(v for k, v in a.timings.items() if k not in ("instance_graph", "options"))
 
 
-def run_row(system: GraphLoom, kb, questions, mode: str, truth, batch: int, log=print) -> dict:
-  """One row: every question through answer_batch; metrics and per-question records."""
+def control_evidence(system: GraphLoom, questions, graphs, control: str, pairing, cache: dict
+                     ) -> list[list]:
+  """The subgraph each question reads under an evidence control (pipeline/controls.py):
+  shuffled, the subgraph retrieved for its partner (`pairing`, same family) over the partner's
+  instance graph; none, nothing; oracle, its gold supporting triples."""
+  if control == "none":
+    return [[] for _ in questions]
+  if control == "oracle":
+    canon = canonical.Canonicalizer()
+    return [controls.oracle_triples(q.extra["gold_triples"],
+                                    graphs[q.extra["instance_id"]].triples, canon)
+            for q in questions]
+  if control != "shuffled":
+    raise ValueError(f"control={control!r}; expected one of {controls.CONTROLS}")
+  out = []
+  for q in questions:
+    p = pairing[q.qid]
+    if p.qid not in cache:
+      cache[p.qid] = system.prepare([p.question], [graphs[p.extra["instance_id"]]])[0] \
+          .subgraph.edges
+    out.append(cache[p.qid])
+  return out
+
+
+def symbolic_row(system: GraphLoom, kb, questions, truth) -> dict:
+  """The symbolic reader (graph.lookup) over the pipeline's instance graph of each question
+  with the question's structured query: MC accuracy is its expected accuracy (uniform among
+  the options that satisfy the query, all four when none does), the open answer is the best
+  supported entity."""
+  canon = canonical.Canonicalizer()
+  verifier = hallucination.HallucinationVerifier(truth)
+  records, start = [], time.time()
+  for q in questions:
+    if "query" not in q.extra:
+      raise ValueError(f"question {q.qid}: no structured query; the symbolic row needs a "
+                       "benchmark drawn with build_benchmark --version=3")
+    _, triples, _ = instance.scenekb(kb, q.extra["instance_id"], config=system.config)
+    index = lookup.TripleIndex(triples, name=canon)
+    t0 = time.perf_counter()
+    ch = lookup.choose(q.extra["query"], q.extra["options"], index)
+    text = lookup.answer(q.extra["query"], index) or ""
+    seconds = time.perf_counter() - t0
+    records.append(dict(
+        qid=q.qid, family=q.family, answer=text, gold=q.answer_texts, choice=ch.pool()[0],
+        mc_expected=ch.expected_correct(q.extra["answer_index"]),
+        answer_index=q.extra["answer_index"],
+        hallucinated=verifier.check_answer(q.qid, text).hallucinated,
+        em=answers.mean_answer_metrics([text], [q.answer_texts])["em"], seconds=seconds))
+  metrics = dict(
+      questions=len(questions),
+      mc_accuracy=100 * float(np.mean([r["mc_expected"] for r in records])),
+      **{k: v for k, v in answers.mean_answer_metrics(
+          [r["answer"] for r in records], [q.answer_texts for q in questions]).items()
+         if k in ("em", "f1")},
+      h_rate=100 * float(np.mean([r["hallucinated"] for r in records])),
+      seconds_per_question=statistics.median(r["seconds"] for r in records),
+      wall_seconds=time.time() - start)
+  by_family = {}
+  for fam in sorted({r["family"] for r in records}):
+    rs = [r for r in records if r["family"] == fam]
+    by_family[fam] = dict(n=len(rs), mc_accuracy=100 * float(np.mean([r["mc_expected"]
+                                                                      for r in rs])),
+                          em=float(np.mean([r["em"] for r in rs])),
+                          h_rate=100 * float(np.mean([r["hallucinated"] for r in rs])))
+  return dict(metrics=metrics, by_family=by_family, records=records)
+
+
+def run_row(system: GraphLoom, kb, questions, mode: str, truth, batch: int, log=print,
+            control: str | None = None) -> dict:
+  """One row: every question through answer_batch (under an evidence control if given);
+  metrics and per-question records."""
+  if mode == "symbolic":
+    return symbolic_row(system, kb, questions, truth)
   graphs = {}
   got = []
   start = time.time()
+  pairing = {}
+  if control == "shuffled":
+    partner = controls.partners([q.family for q in questions], seed=0)
+    pairing = {q.qid: questions[p] for q, p in zip(questions, partner)}
+  cache: dict = {}
   for s in range(0, len(questions), batch):
     qs = questions[s:s + batch]
-    for q in qs:
+    for q in qs + [pairing[q.qid] for q in qs if q.qid in pairing]:
       i = q.extra["instance_id"]
       if i not in graphs:
         graphs[i] = system.instance_graph(kb.scene_graph(i), instance_id=i)
+    evidence = (control_evidence(system, qs, graphs, control, pairing, cache)
+                if control else None)
     got += system.answer_batch([q.question for q in qs],
                                [graphs[q.extra["instance_id"]] for q in qs],
-                               options=[q.extra["options"] for q in qs], mode=mode)
+                               options=[q.extra["options"] for q in qs], mode=mode,
+                               evidence=evidence)
     log(f"  {len(got)}/{len(questions)} questions, {time.time() - start:.0f}s")
   verifier = hallucination.HallucinationVerifier(truth)
   records = []
@@ -276,11 +365,13 @@ def main(argv):
         _check_done(path, heads_dir)
         print(f"{name} seed {seed}: done ({path})")
         continue
-      config = _configured(base, overrides)
+      settings = {k: v for k, v in overrides.items() if k != "control"}
+      config = _configured(base, settings)
       print(f"{group} / {name} (mode {mode}, seed {seed}, {overrides})", flush=True)
       sys_ = _variant(system, config, heads_dir if mode in ("graphloom", "routed_text")
                       else None)
-      r = run_row(sys_, kb, questions, mode, truth, _BATCH.value)
+      r = run_row(sys_, kb, questions, mode, truth, _BATCH.value,
+                  control=overrides.get("control"))
       r.update(group=group, name=name, mode=mode, seed=seed,
                overrides={k: repr(v) if isinstance(v, Scale) else v
                           for k, v in overrides.items()},
@@ -304,7 +395,7 @@ def row_seeds(mode: str, heads: list[str], only: list[int] = ()) -> list[tuple[i
   if any(not 0 <= i < max(len(heads), 1) for i in only):
     raise app.UsageError(f"--seeds={list(only)}: seeds are indices into --heads "
                          f"({len(heads)} given)")
-  runs = [(0, None)] if mode in ("flat_rag", "no_retrieval") else list(enumerate(heads))
+  runs = [(0, None)] if mode in HEADLESS else list(enumerate(heads))
   return [r for r in runs if not only or r[0] in only]
 
 

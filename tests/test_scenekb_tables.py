@@ -72,7 +72,7 @@ def test_rows_metrics_and_report(bench, tmp_path):
 
 def test_rows_resolve_and_unknown_rows_fail():
   names = [n for _, n, *_ in scenekb_tables._rows(["main", "-prefix"])]
-  assert names == ["no_retrieval", "flat_rag", "graphloom", "-prefix"]
+  assert names == ["symbolic", "no_retrieval", "flat_rag", "graphloom", "-prefix"]
   assert len(scenekb_tables._rows(["sensitivity"])) == 8
   with pytest.raises(ValueError, match="unknown row"):
     scenekb_tables._rows(["-everything"])

@@ -45,7 +45,9 @@ from flax import nnx
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.models import heads as heads_lib
 from graphloom_jax.models import llama, load_embedder
+from graphloom_jax.graph.triples import Triple
 from graphloom_jax.pipeline import ablation as ablation_lib
+from graphloom_jax.pipeline import controls
 from graphloom_jax.pipeline import correct as correct_lib
 from graphloom_jax.pipeline import decode, evidence as evidence_lib, instance, prompts
 from graphloom_jax.pipeline import sharding as sharding_lib
@@ -267,11 +269,23 @@ class GraphLoom:
 
   def answer_batch(self, questions: Sequence[str], triples: Sequence, *,
                    objects: Sequence | None = None, options: Sequence | None = None,
-                   mode: str = "graphloom") -> list[Answer]:
-    """`answer` for many questions, decoding them as one batch."""
+                   mode: str = "graphloom", evidence: Sequence | None = None) -> list[Answer]:
+    """`answer` for many questions, decoding them as one batch.
+
+    evidence: per question, the triples to read instead of the retrieved subgraph (retrieval
+    and correction are skipped; `pipeline.controls` builds the shuffled, empty and oracle
+    evidence of the controls), or None to retrieve."""
     check_answer_args(questions, triples, objects=objects, options=options, mode=mode)
     items = self._items(questions, triples, objects, options, mode)
-    if all(it.graph is not None for it in items):
+    if evidence is not None:
+      if len(evidence) != len(items):
+        raise ValueError(f"answer_batch: {len(evidence)} evidence lists for {len(items)} "
+                         "questions")
+      if any(it.graph is None for it in items):
+        raise ValueError("answer_batch: evidence= replaces retrieval from an instance graph; "
+                         "give every question its triples")
+      self._given_evidence(items, evidence)
+    elif all(it.graph is not None for it in items):
       self._prepare(items)
     if mode == "routed_text":
       self._route_text(items)
@@ -339,6 +353,21 @@ class GraphLoom:
           raise ValueError(f"question {i} ({q!r}): {e}") from None
       items.append(Prepared(q.strip(), opts, graph, {"instance_graph": time.perf_counter() - t0}))
     return items
+
+  def _given_evidence(self, items: list[Prepared], evidence: Sequence) -> None:
+    """Stages 2-4 with the subgraph given: each question reads `evidence[i]` (Triples, scored
+    by their cosine to the question as retrieval scores its edges) as if retrieved."""
+    vecs = self.embedder.embed([it.question for it in items])
+    for i, (it, v, given) in enumerate(zip(items, vecs, evidence)):
+      t0 = time.perf_counter()
+      given = list(given)
+      if not all(isinstance(t, Triple) for t in given):
+        raise TypeError(f"evidence of question {i} must be a list of Triple")
+      it.embedding = v
+      it.subgraph = controls.as_subgraph(given, v, self.embedder)
+      it.timings["retrieval"] = time.perf_counter() - t0
+      it.timings["correction"] = 0.0
+    self._evidence(items)
 
   def _retrieve(self, items: list[Prepared]) -> None:
     t0 = time.perf_counter()
