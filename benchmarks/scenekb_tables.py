@@ -23,8 +23,10 @@ other heads stops the run); the report gives the mean +- std over seeds, and for
 rows the paired difference from graphloom with a 95% bootstrap interval over questions.
 
 Columns: MC accuracy (length-normalised option log-likelihood), EM / F1 (MMQA scorer, greedy),
-H-Rate (evaluation/hallucination: the generator's ground truth, independent of the pipeline's
-verifier), retrieval R@5 (gold supporting triples among the first five retrieved edges),
+H-Rate as the paper defines it (evaluation/hallucination.assess: claims of the answer not
+supported by the evidence the mode was given / claims), falsity (claims false per the
+generator's ground truth / claims) and abstention, all independent of the pipeline's verifier
+(rows written before SceneKB v3 hold v2's H-Rate, the share of answers with a false claim), retrieval R@5 (gold supporting triples among the first five retrieved edges),
 seconds per question (the stage timings of a batch of --batch_size, divided per question:
 amortised, not single-question latency) and the share of answers the pipeline's verifier
 supports.
@@ -175,11 +177,12 @@ def symbolic_row(system: GraphLoom, kb, questions, truth) -> dict:
     ch = lookup.choose(q.extra["query"], q.extra["options"], index)
     text = lookup.answer(q.extra["query"], index) or ""
     seconds = time.perf_counter() - t0
+    paper = hallucination.assess(verifier, q.qid, text, [t.key() for t in triples])
     records.append(dict(
         qid=q.qid, family=q.family, answer=text, gold=q.answer_texts, choice=ch.pool()[0],
         mc_expected=ch.expected_correct(q.extra["answer_index"]),
         answer_index=q.extra["answer_index"],
-        hallucinated=verifier.check_answer(q.qid, text).hallucinated,
+        hallucinated=verifier.check_answer(q.qid, text).hallucinated, **_paper_fields(paper),
         em=answers.mean_answer_metrics([text], [q.answer_texts])["em"], seconds=seconds))
   metrics = dict(
       questions=len(questions),
@@ -187,7 +190,7 @@ def symbolic_row(system: GraphLoom, kb, questions, truth) -> dict:
       **{k: v for k, v in answers.mean_answer_metrics(
           [r["answer"] for r in records], [q.answer_texts for q in questions]).items()
          if k in ("em", "f1")},
-      h_rate=100 * float(np.mean([r["hallucinated"] for r in records])),
+      **_paper_metrics(records),
       seconds_per_question=statistics.median(r["seconds"] for r in records),
       wall_seconds=time.time() - start)
   by_family = {}
@@ -195,8 +198,7 @@ def symbolic_row(system: GraphLoom, kb, questions, truth) -> dict:
     rs = [r for r in records if r["family"] == fam]
     by_family[fam] = dict(n=len(rs), mc_accuracy=100 * float(np.mean([r["mc_expected"]
                                                                       for r in rs])),
-                          em=float(np.mean([r["em"] for r in rs])),
-                          h_rate=100 * float(np.mean([r["hallucinated"] for r in rs])))
+                          em=float(np.mean([r["em"] for r in rs])), **_paper_metrics(rs))
   return dict(metrics=metrics, by_family=by_family, records=records)
 
 
@@ -233,9 +235,13 @@ def run_row(system: GraphLoom, kb, questions, mode: str, truth, batch: int, log=
     verdict = verifier.check_answer(q.qid, a.text)
     cited = verifier.check_claims(q.extra["instance_id"],
                                   [c.triple.key() for c in a.evidence]) if a.evidence else None
+    paper = hallucination.assess(
+        verifier, q.qid, a.text, [t.key() for t in given_evidence(a, mode)],
+        cited=[c.triple.key() for c in a.evidence] if mode == "graphloom" else ())
     records.append(dict(
         qid=q.qid, family=q.family, answer=a.text, gold=q.answer_texts, choice=a.choice,
         answer_index=q.extra["answer_index"], hallucinated=verdict.hallucinated,
+        **_paper_fields(paper),
         em=answers.mean_answer_metrics([a.text], [q.answer_texts])["em"],
         recall5=recall_at(a.retrieved, q.extra["gold_triples"]), supported=a.supported,
         revised=a.revised, seconds=_online(a),
@@ -248,7 +254,7 @@ def run_row(system: GraphLoom, kb, questions, mode: str, truth, batch: int, log=
       mc_accuracy=100 * float(np.mean([r["choice"] == r["answer_index"] for r in records])),
       **{k: v for k, v in answers.mean_answer_metrics([a.text for a in got], gold).items()
          if k in ("em", "f1")},
-      h_rate=100 * float(np.mean([r["hallucinated"] for r in records])),
+      **_paper_metrics(records),
       recall5=100 * float(np.mean([r["recall5"] for r in records])),
       seconds_per_question=statistics.median(r["seconds"] for r in records),
       supported=100 * float(np.mean([r["supported"] for r in records])),
@@ -263,8 +269,36 @@ def run_row(system: GraphLoom, kb, questions, mode: str, truth, batch: int, log=
                           mc_accuracy=100 * float(np.mean([r["choice"] == r["answer_index"]
                                                            for r in rs])),
                           em=float(np.mean([r["em"] for r in rs])),
-                          h_rate=100 * float(np.mean([r["hallucinated"] for r in rs])))
+                          **_paper_metrics(rs))
   return dict(metrics=metrics, by_family=by_family, records=records)
+
+
+def given_evidence(a, mode: str) -> list:
+  """The triples an answer's mode was given to read: the retrieved subgraph (GraphLoom's slot
+  bank is built from it, Flat-RAG's prompt holds it), the routed triples (routed_text's
+  prompt), nothing (no_retrieval)."""
+  if mode == "no_retrieval":
+    return []
+  if mode == "routed_text":
+    return [c.triple for c in a.evidence]
+  return list(a.retrieved)
+
+
+def _paper_fields(paper) -> dict:
+  return dict(claims=len(paper.claims), abstained=paper.abstained,
+              unsupported_claims=sum(not c.supported for c in paper.claims),
+              false_claims=sum(not c.true for c in paper.claims))
+
+
+def _paper_metrics(records) -> dict:
+  """The paper's H-Rate (unsupported claims / claims), falsity (false claims / claims),
+  abstention, all in %, and the share of answers with a false claim (v2's H-Rate)."""
+  n = sum(r["claims"] for r in records)
+  return dict(h_rate=100 * sum(r["unsupported_claims"] for r in records) / n if n else 0.0,
+              falsity=100 * sum(r["false_claims"] for r in records) / n if n else 0.0,
+              abstention=100 * float(np.mean([r["abstained"] for r in records])),
+              answer_false_rate=100 * float(np.mean([r["hallucinated"] for r in records])),
+              h_rate_definition="paper")
 
 
 def _rows(names):

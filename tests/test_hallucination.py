@@ -140,3 +140,38 @@ def test_generated_options_gold_supported_distractors_hallucinated(tmp_path):
   assert report["gold"]["answers"] > 500 and report["gold"]["h_rate"] == 0.0
   assert report["distractor"]["h_rate"] == 1.0
   assert report["gold"]["with_claims"] == report["gold"]["answers"]
+
+
+def test_paper_h_rate_checks_claims_against_the_given_evidence(verifier):
+  """Supported (in the given evidence) and true (in the truth) are separate verdicts."""
+  evidence = [("man", "holding", "glass"), ("glass", "is a", "container"),
+              ("container", "is a", "instrumentality"), ("man", "riding", "horse")]
+  # right and in the evidence
+  a = H.assess(verifier, "q1", "glass", evidence)
+  assert [(c.origin, c.supported, c.true) for c in a.claims] == [("answer", True, True)]
+  # true, but the evidence does not hold it: unsupported (the paper's hallucination)
+  a = H.assess(verifier, "q1", "glass", [("man", "wears", "hat")])
+  assert [(c.supported, c.true) for c in a.claims] == [(False, True)]
+  # no evidence given (no retrieval): nothing is supported
+  assert not H.assess(verifier, "q2", "container", []).claims[0].supported
+  # 'kind of' through the evidence's 'is a' chain; a two-hop claim with an existential
+  a = H.assess(verifier, "q3", "container", evidence)
+  assert [(c.supported, c.true) for c in a.claims] == [(True, True)]
+  # supported by noise in the evidence yet false
+  a = H.assess(verifier, "q1", "horse", [("man", "holding", "horse")])
+  assert [(c.supported, c.true) for c in a.claims] == [(True, False)]
+  # cited triples and asserted evidence lines are claims of their own
+  a = H.assess(verifier, "q1", "glass. The man riding horse. glass is a solid.", evidence,
+               cited=[("glass", "on", "table")])
+  got = {(c.origin, c.alternatives[0][0]): (c.supported, c.true) for c in a.claims}
+  assert got[("cited", ("glass", "on", "table"))] == (False, True)
+  assert got[("asserted", ("man", "riding", "horse"))] == (True, False)
+  assert got[("asserted", ("glass", "is a", "solid"))] == (False, False)  # the other sense
+  # abstentions make no claim and count apart
+  none = H.assess(verifier, "q1", "I don't know", evidence)
+  assert none.abstained and none.claims == []
+  rates = H.paper_rates([H.assess(verifier, "q1", "glass", evidence),
+                         H.assess(verifier, "q1", "horse", [("man", "holding", "horse")]),
+                         H.assess(verifier, "q1", "glass", []), none])
+  assert rates == {"answers": 4, "claims": 3, "h_rate": pytest.approx(100 / 3),
+                   "falsity": pytest.approx(100 / 3), "abstention": 25.0}

@@ -38,7 +38,11 @@ def test_rows_metrics_and_report(bench, tmp_path):
   assert m["questions"] == len(recs) == 6
   assert m["mc_accuracy"] == pytest.approx(
       100 * np.mean([x["choice"] == x["answer_index"] for x in recs]))
-  assert m["h_rate"] == pytest.approx(100 * np.mean([x["hallucinated"] for x in recs]))
+  assert m["answer_false_rate"] == pytest.approx(100 * np.mean([x["hallucinated"] for x in recs]))
+  claims = max(sum(x["claims"] for x in recs), 1)  # a random decoder may claim nothing
+  assert m["h_rate"] == pytest.approx(100 * sum(x["unsupported_claims"] for x in recs) / claims)
+  assert m["falsity"] == pytest.approx(100 * sum(x["false_claims"] for x in recs) / claims)
+  assert m["abstention"] == pytest.approx(100 * np.mean([x["abstained"] for x in recs]))
   assert m["em"] == pytest.approx(np.mean([x["em"] for x in recs]))
   for x, q in zip(recs, questions):
     assert x["qid"] == q.qid and 0.0 <= x["recall5"] <= 1.0

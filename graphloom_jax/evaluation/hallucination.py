@@ -29,6 +29,19 @@ Claims of an answer, two ways:
 An answer is hallucinated when one of its claims is unsupported; per condition:
   H-Rate = hallucinated answers / answers   (answers without claims count, as not hallucinated)
   claim H-Rate = unsupported claims / claims.
+
+The paper's H-Rate (`assess`, `paper_rates`) asks a different question: is a claim supported by
+the evidence the system was given, not whether it is true. An answer's claims are the
+question's claims bound to the entity it names, the triples it cites (GraphLoom), and the
+triples its text asserts as "subject relation object" sentences over names the truth knows (a
+text mode copying an evidence line). Each is checked twice, with the same matcher:
+  supported  it holds in the given evidence (the mode's retrieved subgraph; 'kind of' is the
+             'is a' closure of that subgraph; a mode given no evidence supports nothing);
+  true       it holds in the ground truth above.
+Over a condition's answers:
+  H-Rate     = unsupported claims / claims,
+  falsity    = false claims / claims,
+  abstention = abstaining answers / answers (an abstention makes no claim).
 """
 
 from __future__ import annotations
@@ -289,3 +302,98 @@ def h_rate(verifier: HallucinationVerifier, records: Iterable[Mapping]) -> dict[
   return {cond: {**dict(c), "h_rate": c["hallucinated"] / c["answers"],
                  "claim_h_rate": c["unsupported_claims"] / c["claims"] if c["claims"] else 0.0}
           for cond, c in sorted(tally.items())}
+
+
+def evidence_truth(truth: GroundTruth, triples: Iterable[Sequence[str]]) -> InstanceTruth:
+  """Given evidence ([s, r, o] triples, e.g. a retrieved subgraph) as an InstanceTruth: its
+  atoms hold, and 'kind of' is the transitive closure of its 'is a' atoms."""
+  atoms = frozenset(truth.atom(t) for t in triples)
+  up = collections.defaultdict(set)
+  for s, r, o in atoms:
+    if r == "is a":
+      up[s].add(o)
+  kinds = {}
+  for x in list(up):
+    seen, todo = set(), [x]
+    while todo:
+      for h in up.get(todo.pop(), ()):
+        if h not in seen:
+          seen.add(h)
+          todo.append(h)
+    kinds[x] = frozenset(seen)
+  return InstanceTruth(atoms, frozenset(), kinds)
+
+
+@dataclasses.dataclass
+class PaperClaim:
+  alternatives: tuple
+  origin: str  # "answer" (the bound question claim), "cited" or "asserted"
+  supported: bool  # holds in the given evidence
+  true: bool  # holds in the ground truth
+
+
+@dataclasses.dataclass
+class Assessment:
+  abstained: bool
+  claims: list[PaperClaim]
+
+
+def _sentences(text: str) -> list[str]:
+  return [normalize(x) for x in re.split(r"[.;\n]+", text) if normalize(x)]
+
+
+def asserted_triples(truth: GroundTruth, text: str, relations: Iterable[str]
+                     ) -> list[tuple[str, str, str]]:
+  """The "subject relation object" sentences of `text` whose subject is a name the truth knows,
+  whose relation is one of `relations` (longest relation first) and whose object has at most
+  MAX_NAME_WORDS words (a name the truth does not know makes a false claim)."""
+  rels = sorted({normalize(r) for r in relations}, key=lambda r: (-len(r), r))
+  out = []
+  for sentence in _sentences(text):
+    for r in rels:
+      m = re.fullmatch(rf"(.+?) {re.escape(r)} (.+)", sentence)
+      if m:
+        s, o = truth.name(m.group(1)), truth.name(m.group(2))
+        if s in truth.names and 0 < len(o.split()) <= MAX_NAME_WORDS:
+          out.append(truth.atom((s, r, o)))
+        break
+  return out
+
+
+def assess(verifier: HallucinationVerifier, qid: str, answer: str,
+           evidence: Iterable[Sequence[str]], cited: Iterable[Sequence[str]] = ()
+           ) -> Assessment:
+  """The paper's claims of one answer, each checked against the given evidence and the truth
+  (module docstring)."""
+  truth = verifier.truth
+  q = truth.question(qid)
+  inst = truth.instance(q.instance_id)
+  evidence = list(evidence)
+  given = evidence_truth(truth, evidence)
+  verdict = verifier.check_answer(qid, answer)
+  if verdict.entity is None:
+    return Assessment(True, [])
+  claims = [PaperClaim(c.alternatives, "answer", supported(given, c.alternatives),
+                       c.supported) for c in verdict.claims]
+  relations = {t[1] for t in given.relations | inst.relations | inst.facts} | {"is a"}
+  seen = set()
+  for origin, atoms in (("cited", [truth.atom(t) for t in cited]),
+                        ("asserted", asserted_triples(truth, answer, relations))):
+    for atom in atoms:
+      if atom in seen:
+        continue
+      seen.add(atom)
+      alt = ((atom,),)
+      claims.append(PaperClaim(alt, origin, supported(given, alt), supported(inst, alt)))
+  return Assessment(False, claims)
+
+
+def paper_rates(assessments: Sequence[Assessment]) -> dict:
+  """H-Rate, falsity and abstention (in %) over a condition's answers, and the counts."""
+  claims = [c for a in assessments for c in a.claims]
+  n = len(claims)
+  return {"answers": len(assessments), "claims": n,
+          "h_rate": 100.0 * sum(not c.supported for c in claims) / n if n else 0.0,
+          "falsity": 100.0 * sum(not c.true for c in claims) / n if n else 0.0,
+          "abstention": 100.0 * sum(a.abstained for a in assessments) / len(assessments)
+          if assessments else 0.0}
