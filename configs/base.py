@@ -116,6 +116,10 @@ def get_base_config() -> ml_collections.ConfigDict:
   c.train.max_train_examples = 0  # 0 = the whole training split
   c.train.eval_examples = 128  # validation questions scored at each evaluation (0 = all)
   c.train.shuffle_seed = 0
+  # What launch.train trains: "graphloom" (the heads: slot projection, fusion prefix, router) or
+  # a trained text baseline's adapter, "flat_rag_tuned" / "no_retrieval_tuned"
+  # (models.heads.TunedPrefix; the same data, L_gen, steps and early stopping, S_val = S_ans).
+  c.train.target = "graphloom"
 
   c.eval = ml_collections.ConfigDict()
   c.eval.tau_eval = 0.6
@@ -191,4 +195,7 @@ def get_base_config() -> ml_collections.ConfigDict:
   # worked examples first). GraphLoom keeps the prompt its heads were trained with.
   c.baseline = ml_collections.ConfigDict()
   c.baseline.prompt = "instruct"
+  # The trained text baselines' adapter: P learned prefix vectors per memory layer
+  # (SmolLM2: 15 layers x 55 x 576 = 475,200 parameters, GraphLoom's heads 473,473).
+  c.baseline.tuned_prefix_len = 55
   return c

@@ -19,6 +19,7 @@ from absl import app, flags, logging
 
 from graphloom_jax import atomic
 from graphloom_jax.models import decoder as decoder_lib
+from graphloom_jax.models import heads as heads_lib
 from graphloom_jax.pipeline import save_heads
 from graphloom_jax.training import data, trainer
 from launch import common
@@ -38,6 +39,10 @@ def check_flags(config):
     common.check_int(f"config.train.{name}", t[name], 1)
   for name in ("max_train_examples", "eval_examples"):
     common.check_int(f"config.train.{name}", t[name], 0)
+  try:
+    heads_lib.kind_of_target(t.target)
+  except ValueError as e:
+    raise app.UsageError(str(e)) from None
 
 
 def main(argv):
@@ -62,7 +67,8 @@ def main(argv):
     # The best heads (else the latest) as a standalone checkpoint for GraphLoom.from_config.
     t.restore("best") or t.restore("latest")
     save_heads(t.heads(), workdir / "heads", config,
-               {"step": t.step, "best_s_val": t.best, "decoder": decoder.source})
+               {"step": t.step, "best_s_val": t.best, "decoder": decoder.source,
+                "target": config.train.target, "parameters": t.num_params})
   finally:
     t.close()
   atomic.atomic_write_json(workdir / "final.json", result, indent=2, allow_nan=True)

@@ -565,11 +565,7 @@ class QuestionMaker:
                 pools=(scene.objects, self.vocab), modality="image", claims=claims)
 
   def _kb_fact(self, rng, k, x):
-    rels = [r for r in KB_TEMPLATES if k.objects_of(x, r)]
-    if not rels:
-      return None
-    r = rng.choice(rels)
-    return r, k.objects_of(x, r)
+    return scenekb_v3.kb_fact(rng, k, x, KB_TEMPLATES)
 
   def kb_q(self, rng, scene):
     k = self.k.reading(scene)

@@ -365,23 +365,10 @@ def _uniform(pool, gold: int, n: int) -> float:
   return float(gold in pool) / len(pool)
 
 
-def _kb_kinds(kb_triples) -> dict[str, set]:
+def _kb_kinds(kb_triples) -> dict[str, frozenset]:
   """name -> every h it is a kind of in any sense (the 'is a' closure of the KB file, no
   threshold)."""
-  up = collections.defaultdict(set)
-  for t in kb_triples:
-    if t.relation == "is a":
-      up[t.subject].add(t.object)
-  out = {}
-  for x in list(up):
-    seen, todo = set(), [x]
-    while todo:
-      for h in up.get(todo.pop(), ()):
-        if h not in seen:
-          seen.add(h)
-          todo.append(h)
-    out[x] = seen
-  return out
+  return lookup.is_a_closure((t.subject, t.object) for t in kb_triples if t.relation == "is a")
 
 
 def _kind_target(query) -> str | None:
@@ -428,6 +415,16 @@ def fill_options(rng: random.Random, answer: str, excluded, pools) -> tuple[list
   options = distractors + [answer]
   rng.shuffle(options)
   return options, options.index(answer)
+
+
+def kb_fact(rng: random.Random, k, x: str, relations) -> tuple[str, list[str]] | None:
+  """A random relation of `relations` that `x` has KB facts for under reading `k`, and the
+  facts' objects (None when it has none)."""
+  rels = [r for r in relations if k.objects_of(x, r)]
+  if not rels:
+    return None
+  r = rng.choice(rels)
+  return r, k.objects_of(x, r)
 
 
 def claim(*alternatives) -> list:
@@ -548,11 +545,7 @@ class QuestionMaker:
                 modality="image", claims=claims)
 
   def _kb_fact(self, rng, k, x):
-    rels = [r for r in KB_TEMPLATES if k.objects_of(x, r)]
-    if not rels:
-      return None
-    r = rng.choice(rels)
-    return r, k.objects_of(x, r)
+    return kb_fact(rng, k, x, KB_TEMPLATES)
 
   def _others_objects(self, k, scene, x, r):
     """Objects of `r` facts of the scene's other real objects (in the graph, for them)."""

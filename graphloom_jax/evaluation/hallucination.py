@@ -54,6 +54,7 @@ import re
 from typing import Iterable, Iterator, Mapping, Sequence
 
 from graphloom_jax.graph.canonical import Canonicalizer, normalize
+from graphloom_jax.graph.lookup import is_a_closure
 
 KIND_OF = "kind of"
 ANSWER = "?x"
@@ -308,19 +309,7 @@ def evidence_truth(truth: GroundTruth, triples: Iterable[Sequence[str]]) -> Inst
   """Given evidence ([s, r, o] triples, e.g. a retrieved subgraph) as an InstanceTruth: its
   atoms hold, and 'kind of' is the transitive closure of its 'is a' atoms."""
   atoms = frozenset(truth.atom(t) for t in triples)
-  up = collections.defaultdict(set)
-  for s, r, o in atoms:
-    if r == "is a":
-      up[s].add(o)
-  kinds = {}
-  for x in list(up):
-    seen, todo = set(), [x]
-    while todo:
-      for h in up.get(todo.pop(), ()):
-        if h not in seen:
-          seen.add(h)
-          todo.append(h)
-    kinds[x] = frozenset(seen)
+  kinds = is_a_closure((s, o) for s, r, o in atoms if r == "is a")
   return InstanceTruth(atoms, frozenset(), kinds)
 
 

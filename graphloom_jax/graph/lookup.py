@@ -33,6 +33,23 @@ EQUIVALENT = {"wears": "wearing", "lying on": "laying on"}
 READERS = ("lookup", "confidence")
 
 
+def is_a_closure(pairs) -> dict[str, frozenset]:
+  """x -> every h with a chain x is a ... is a h, from (x, h) 'is a' pairs."""
+  up = collections.defaultdict(set)
+  for x, h in pairs:
+    up[x].add(h)
+  out = {}
+  for x in list(up):
+    seen, todo = set(), [x]
+    while todo:
+      for h in up.get(todo.pop(), ()):
+        if h not in seen:
+          seen.add(h)
+          todo.append(h)
+    out[x] = frozenset(seen)
+  return out
+
+
 def relation_key(relation: str) -> str:
   r = normalize(relation)
   return EQUIVALENT.get(r, r)

@@ -1,4 +1,5 @@
-"""GraphLoom's trainable heads around the frozen decoder: slot projection, fusion prefix, router.
+"""GraphLoom's trainable heads around the frozen decoder (slot projection, fusion prefix, router),
+and the trained text baselines' adapter (`TunedPrefix`), which has the same interface.
 
 Shapes: B batch, M slots, E text-embedding width, R image items, I image-feature width,
 Q evidence items, D model width, F slot features.
@@ -54,6 +55,64 @@ class GraphLoomHeads(nnx.Module):
                                      reliability=batch["slot_reliability"], visual=visual,
                                      is_entity=batch["slot_is_entity"])
     return mem, inputs
+
+
+class TunedPrefix(nnx.Module):
+  """The adapter of the trained text baselines (modes flat_rag_tuned, no_retrieval_tuned):
+  deep prompt tuning through the memory layers (prefix tuning, P-tuning v2). Each memory layer
+  attends to its own P learned model-width vectors [L_m, P, D], mapped into its key/value space
+  by its frozen projections as GraphLoom's fusion prefix is; there are no slots and nothing is
+  routed. Trainable: L_m * P * D scalars (SmolLM2, 15 memory layers, P = 55: 475,200, beside
+  the 473,473 of GraphLoom's heads). The evidence, if any, is in the text prompt."""
+
+  def __init__(self, prefix_len: int, model_dim: int, num_memory_layers: int, *,
+               rngs: nnx.Rngs):
+    if prefix_len < 1 or num_memory_layers < 1:
+      raise ValueError(f"TunedPrefix: prefix_len={prefix_len} and num_memory_layers="
+                       f"{num_memory_layers} must be >= 1")
+    self.prefix = nnx.Param(0.02 * jax.random.normal(
+        rngs.params(), (num_memory_layers, prefix_len, model_dim), jnp.float32))
+    self.router = router_lib.UniformRouter()
+
+  def memory(self, batch, dtype=jnp.float32) -> tuple[memory_lib.Memory, None]:
+    """The memory of a batch: the learned prefix for every example and one empty slot; only the
+    batch size B (the leading axis of the batch's arrays) is read."""
+    b = next(iter(batch.values())).shape[0]
+    l, p, d = self.prefix.shape
+    prefix = jnp.broadcast_to(self.prefix[...][:, None], (l, b, p, d)).astype(dtype)
+    mem = memory_lib.Memory(prefix=prefix, prefix_mask=jnp.ones((b, p), bool),
+                            slot_keys=jnp.zeros((b, 1, d), dtype),
+                            slot_values=jnp.zeros((b, 1, d), dtype),
+                            slot_valid=jnp.zeros((b, 1), bool))
+    return mem, None
+
+
+# What a heads checkpoint holds: GraphLoom's heads, or a trained text baseline's adapter.
+KINDS = ("graphloom", "tuned_prefix")
+
+
+# config.train.target -> the heads kind it trains.
+TARGET_KINDS = {"graphloom": "graphloom", "flat_rag_tuned": "tuned_prefix",
+                "no_retrieval_tuned": "tuned_prefix"}
+
+
+def kind_of_target(target: str) -> str:
+  """The heads kind that config.train.target trains."""
+  if target not in TARGET_KINDS:
+    raise ValueError(f"config.train.target={target!r}; expected one of {sorted(TARGET_KINDS)}")
+  return TARGET_KINDS[target]
+
+
+def build(config, kind: str, model_dim: int, embed_dim: int, image_dim: int,
+          num_memory_layers: int, seed: int = 0):
+  """Freshly initialised heads of `kind` (GraphLoomHeads or TunedPrefix)."""
+  if kind == "graphloom":
+    return GraphLoomHeads(config, model_dim, embed_dim, image_dim, num_memory_layers,
+                          rngs=nnx.Rngs(seed))
+  if kind == "tuned_prefix":
+    return TunedPrefix(config.baseline.tuned_prefix_len, model_dim, num_memory_layers,
+                       rngs=nnx.Rngs(seed))
+  raise ValueError(f"heads kind {kind!r}; expected one of {KINDS}")
 
 
 def count_params(module: nnx.Module) -> int:

@@ -179,3 +179,37 @@ class BoundRouter(nnx.Module):
                           self.is_entity[...])
     r = self.router(h, memory.slot_keys, memory.slot_valid, inputs, memory.slot_mentioned)
     return r.active, r.bias.astype(h.dtype)
+
+
+class UniformRouter(nnx.Module):
+  """The Router interface (`__call__`, `route_fn`) with every valid slot active and equal gates
+  1/2 at every position, and no parameters: the -router ablation, and the router of heads
+  that have no slots (`heads.TunedPrefix`)."""
+
+  def __call__(self, h, slot_keys, slot_valid, inputs, mentioned=None) -> routing.Routing:
+    b, t, m = h.shape[0], h.shape[1], slot_keys.shape[1]
+    active = jnp.broadcast_to(slot_valid[:, None, :], (b, t, m))
+    zeros = jnp.zeros((b, t, m), jnp.float32)
+    return routing.Routing(active=active, bias=zeros + jnp.log(0.5), gates=zeros + 0.5,
+                           scores=zeros)
+
+  def route_fn(self, inputs, record: list | None = None):
+    return route_fn(self, inputs, record)
+
+
+def bound_router(router, inputs):
+  """The per-batch router module the decoder's generation loop calls, for a Router or a
+  UniformRouter."""
+  if isinstance(router, UniformRouter):
+    return _BoundUniform(router)
+  return BoundRouter(router, inputs)
+
+
+class _BoundUniform(nnx.Module):
+
+  def __init__(self, router: UniformRouter):
+    self.router = router
+
+  def __call__(self, h, memory):
+    r = self.router(h, memory.slot_keys, memory.slot_valid, None, memory.slot_mentioned)
+    return r.active, r.bias.astype(h.dtype)

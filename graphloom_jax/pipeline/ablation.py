@@ -35,7 +35,6 @@ import numpy as np
 from flax import nnx
 
 from graphloom_jax.models import router as router_lib
-from graphloom_jax.ops import routing
 
 # Column of each router feature in slot_features (models/slots.py: score, conf_ext, centrality,
 # question mention, is_entity).
@@ -93,21 +92,6 @@ def neutralise(arrays: dict[str, np.ndarray], ablation: Ablation) -> dict[str, n
   return out
 
 
-class UniformRouter(nnx.Module):
-  """-router: the Router interface (`__call__`, `route_fn`) with every valid slot active and
-  equal gates 1/2 at every position."""
-
-  def __call__(self, h, slot_keys, slot_valid, inputs, mentioned=None) -> routing.Routing:
-    b, t, m = h.shape[0], h.shape[1], slot_keys.shape[1]
-    active = jnp.broadcast_to(slot_valid[:, None, :], (b, t, m))
-    zeros = jnp.zeros((b, t, m), jnp.float32)
-    return routing.Routing(active=active, bias=zeros + jnp.log(0.5), gates=zeros + 0.5,
-                           scores=zeros)
-
-  def route_fn(self, inputs, record: list | None = None):
-    return router_lib.route_fn(self, inputs, record)
-
-
 class AblatedHeads(nnx.Module):
   """Trained heads with the -router / -prefix switches applied: the same `memory` and `router`
   interface that `decode.heads_forward` and the generation loop call."""
@@ -115,7 +99,7 @@ class AblatedHeads(nnx.Module):
   def __init__(self, heads, ablation: Ablation):
     self.inner = heads
     self.prefix = ablation.prefix
-    self.router = UniformRouter() if ablation.router == "uniform" else heads.router
+    self.router = router_lib.UniformRouter() if ablation.router == "uniform" else heads.router
 
   def memory(self, batch, dtype=jnp.float32):
     """`GraphLoomHeads.memory`, the prefix masked out under -prefix."""
@@ -123,20 +107,3 @@ class AblatedHeads(nnx.Module):
     if not self.prefix:
       mem = mem.replace(prefix_mask=jnp.zeros_like(mem.prefix_mask))
     return mem, inputs
-
-
-def bound_router(router, inputs):
-  """The per-batch router module the decoder's generation loop calls."""
-  if isinstance(router, UniformRouter):
-    return _BoundUniform(router)
-  return router_lib.BoundRouter(router, inputs)
-
-
-class _BoundUniform(nnx.Module):
-
-  def __init__(self, router: UniformRouter):
-    self.router = router
-
-  def __call__(self, h, memory):
-    r = self.router(h, memory.slot_keys, memory.slot_valid, None, memory.slot_mentioned)
-    return r.active, r.bias.astype(h.dtype)

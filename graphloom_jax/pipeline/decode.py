@@ -58,7 +58,9 @@ def _score_rows(heads_def, heads_state, backbone_def, backbone_state, batch, *, 
   backbone = nnx.merge(backbone_def, backbone_state)
   logits, _, r = heads_forward(heads, backbone, batch, first_layer)
   lp = answers.option_logprob(logits, batch["tokens"], batch["output_mask"])
-  return lp, r.gates, r.active & batch["slot_valid"][:, None, :]
+  # An adapter's batch has no slot bank: its (one, empty) slot is never active anyway.
+  active = r.active & batch["slot_valid"][:, None, :] if "slot_valid" in batch else r.active
+  return lp, r.gates, active
 
 
 def score_rows(heads_def, heads_state, backbone_def, backbone_state, batch, *, first_layer: int,

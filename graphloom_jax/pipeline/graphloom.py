@@ -45,6 +45,7 @@ from flax import nnx
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.models import heads as heads_lib
 from graphloom_jax.models import llama, load_embedder
+from graphloom_jax.models import router as router_lib
 from graphloom_jax.graph.triples import Triple
 from graphloom_jax.pipeline import ablation as ablation_lib
 from graphloom_jax.pipeline import controls
@@ -53,17 +54,23 @@ from graphloom_jax.pipeline import decode, evidence as evidence_lib, instance, p
 from graphloom_jax.pipeline import sharding as sharding_lib
 from graphloom_jax.pipeline import verify as verify_lib
 from graphloom_jax.pipeline.arguments import check_answer_args
-from graphloom_jax.pipeline.types import ALL_MODES, Answer, CitedTriple, Claim
+from graphloom_jax.pipeline.types import ALL_MODES, TUNED_MODES, Answer, CitedTriple, Claim
 from graphloom_jax.retrieval import factory
 from graphloom_jax.retrieval import subgraph as sg
 
 HEADS_DIR = pathlib.Path(__file__).resolve().parents[1] / "resources" / "heads"
+# Modes whose decoder reads a trained memory; modes that read no evidence.
+MEMORY_MODES = ("graphloom",) + TUNED_MODES
+NO_EVIDENCE_MODES = ("no_retrieval", "no_retrieval_tuned")
 HEADS_FILE, HEADS_META = "heads.safetensors", "heads.json"
 # Config sections that shape the heads: a checkpoint only fits a config that agrees on them.
 HEAD_SHAPE_KEYS = ("memory.prefix_len", "memory.entity_slots",
                    "memory.relation_slots", "memory.first_layer", "router.router_dim",
                    "router.feature_hidden", "router.calibration", "fusion.dim",
                    "fusion.per_layer", "fusion.slot_rank")
+# The same for a trained text baseline's adapter (heads.json "kind": "tuned_prefix").
+ADAPTER_SHAPE_KEYS = ("baseline.tuned_prefix_len", "memory.first_layer")
+SHAPE_KEYS = {"graphloom": HEAD_SHAPE_KEYS, "tuned_prefix": ADAPTER_SHAPE_KEYS}
 
 
 def _get(config, dotted: str):
@@ -74,13 +81,18 @@ def _get(config, dotted: str):
 
 # ------------------------------------------------------------------------------ trained heads
 
-def new_heads(config, decoder: decoder_lib.Decoder, embed_dim: int, seed: int = 0
-              ) -> heads_lib.GraphLoomHeads:
-  """Freshly initialised heads for this decoder (image tokens are text embeddings here)."""
+def new_heads(config, decoder: decoder_lib.Decoder, embed_dim: int, seed: int = 0,
+              kind: str = "graphloom"):
+  """Freshly initialised heads of `kind` for this decoder (GraphLoomHeads, or a trained text
+  baseline's TunedPrefix; image tokens are text embeddings here)."""
   model = decoder.model
   layers = model.config.num_layers - model.first_memory_layer(config.memory.first_layer)
-  return heads_lib.GraphLoomHeads(config, model.config.hidden_size, embed_dim, embed_dim,
-                                  layers, rngs=nnx.Rngs(seed))
+  return heads_lib.build(config, kind, model.config.hidden_size, embed_dim, embed_dim, layers,
+                         seed)
+
+
+def _kind(heads) -> str:
+  return "tuned_prefix" if isinstance(heads, heads_lib.TunedPrefix) else "graphloom"
 
 
 def _flat(heads) -> dict[str, Any]:
@@ -90,8 +102,8 @@ def _flat(heads) -> dict[str, Any]:
 
 
 def save_heads(heads, folder, config, meta: dict | None = None) -> pathlib.Path:
-  """Writes heads.safetensors (every variable, calibration included) and heads.json (the head
-  shape settings of `config`, and `meta`)."""
+  """Writes heads.safetensors (every variable, calibration included) and heads.json (their
+  kind, the shape settings of `config` for that kind, and `meta`)."""
   from safetensors.numpy import save_file
   from graphloom_jax import atomic
   folder = pathlib.Path(folder)
@@ -99,15 +111,16 @@ def save_heads(heads, folder, config, meta: dict | None = None) -> pathlib.Path:
   arrays = {k: np.asarray(v, np.float32) for k, v in _flat(heads).items()}
   with atomic.atomic_path(folder / HEADS_FILE) as tmp:
     save_file(arrays, str(tmp))
+  kind = _kind(heads)
   atomic.atomic_write_json(folder / HEADS_META, {
-      "config": {k: _get(config, k) for k in HEAD_SHAPE_KEYS}, **(meta or {})})
+      "kind": kind, "config": {k: _get(config, k) for k in SHAPE_KEYS[kind]}, **(meta or {})})
   return folder
 
 
-def load_heads(folder, config, decoder: decoder_lib.Decoder, embed_dim: int
-               ) -> heads_lib.GraphLoomHeads:
-  """Heads saved by `save_heads`; a checkpoint that does not fit `config` or the decoder is an
-  error that names what differs."""
+def load_heads(folder, config, decoder: decoder_lib.Decoder, embed_dim: int, kind: str | None = None):
+  """Heads saved by `save_heads` (GraphLoomHeads, or a TunedPrefix adapter: heads.json says
+  which; `kind` the one the caller needs, None for either); a checkpoint that does not fit
+  `config` or the decoder is an error that names what differs."""
   from safetensors.numpy import load_file
   folder = pathlib.Path(folder)
   path, meta_path = folder / HEADS_FILE, folder / HEADS_META
@@ -118,13 +131,20 @@ def load_heads(folder, config, decoder: decoder_lib.Decoder, embed_dim: int
     meta = json.loads(meta_path.read_text())
   except json.JSONDecodeError as e:
     raise ValueError(f"{meta_path}: not valid JSON ({e.msg})") from None
+  saved_kind = meta.get("kind", "graphloom")  # heads written before adapters existed
+  if saved_kind not in SHAPE_KEYS:
+    raise ValueError(f"{meta_path}: kind {saved_kind!r}; expected one of {sorted(SHAPE_KEYS)}")
+  if kind is not None and saved_kind != kind:
+    raise ValueError(f"heads checkpoint {folder} holds {saved_kind!r} heads where {kind!r} are "
+                     "needed (GraphLoom's heads for mode graphloom, a TunedPrefix adapter for "
+                     "the *_tuned modes)")
   saved = meta.get("config", {})
-  diff = {k: (saved.get(k), _get(config, k)) for k in HEAD_SHAPE_KEYS
+  diff = {k: (saved.get(k), _get(config, k)) for k in SHAPE_KEYS[saved_kind]
           if saved.get(k) != _get(config, k)}
   if diff:
     raise ValueError(f"heads checkpoint {folder} was trained with other settings: " + ", ".join(
         f"{k}={a!r} (config has {b!r})" for k, (a, b) in sorted(diff.items())))
-  heads = new_heads(config, decoder, embed_dim)
+  heads = new_heads(config, decoder, embed_dim, kind=saved_kind)
   template = _flat(heads)
   try:
     arrays = load_file(str(path))
@@ -179,7 +199,9 @@ class GraphLoom:
 
   def __init__(self, config, decoder: decoder_lib.Decoder, embedder, heads=None,
                verifier: verify_lib.Verifier | None = None, writer=None, kb_sources=(),
-               wordnet=None, mesh: jax.sharding.Mesh | None = None):
+               wordnet=None, mesh: jax.sharding.Mesh | None = None,
+               adapters: dict | None = None):
+    """adapters: mode -> the TunedPrefix adapter of a trained text baseline (TUNED_MODES)."""
     self.config = config
     self.decoder = decoder
     # The device mesh of decoding and scoring (pipeline/sharding.py): batches split over
@@ -189,6 +211,11 @@ class GraphLoom:
     sharding_lib.check_on_mesh(decoder, mesh)
     if heads is not None:
       sharding_lib.replicate(heads, mesh)
+    self.adapters = dict(adapters or {})
+    for mode, adapter in self.adapters.items():
+      if mode not in TUNED_MODES or not isinstance(adapter, heads_lib.TunedPrefix):
+        raise ValueError(f"adapters[{mode!r}]: expected a TunedPrefix for one of {TUNED_MODES}")
+      sharding_lib.replicate(adapter, mesh)
     self.embedder = (embedder if isinstance(embedder, evidence_lib.MemoEmbedder)
                      else evidence_lib.MemoEmbedder(embedder))
     self.embed_dim = int(self.embedder.embed(["."]).shape[1])
@@ -213,11 +240,14 @@ class GraphLoom:
       raise ValueError(f"config.baseline.prompt={self.prompt_style!r}; expected one of "
                        f"{prompts.STYLES}")
     self._backbone_def, self._backbone_state = nnx.split(decoder.model)
+    # What decoding calls per memory mode: the trained heads (with the -router / -prefix
+    # switches), and each trained text baseline's adapter.
+    self._mode_heads = {mode: (a, *nnx.split(a)) for mode, a in self.adapters.items()}
     if heads is not None:
-      # What decoding calls: the trained heads, or them with the -router / -prefix switches.
       self.decode_heads = (ablation_lib.AblatedHeads(heads, self.ablation)
                            if self.ablation.changes_heads else heads)
       self._heads_def, self._heads_state = nnx.split(self.decode_heads)
+      self._mode_heads["graphloom"] = (self.decode_heads, self._heads_def, self._heads_state)
 
   def _default_verifier(self):
     """The judge config.eval.verifier names ("decoder", "decoder_calibrated", "graph" or
@@ -226,7 +256,8 @@ class GraphLoom:
 
   @classmethod
   def from_config(cls, config, heads: str | None = None,
-                  mesh: jax.sharding.Mesh | None = None, **kwargs) -> "GraphLoom":
+                  mesh: jax.sharding.Mesh | None = None, adapters: dict | None = None,
+                  **kwargs) -> "GraphLoom":
     """Decoder and embedder as `config` names them; `heads` a folder written by `save_heads`
     (or by `launch.train`'s export), None for the text modes only. The device mesh is
     `mesh`, else the one config.mesh selects (`sharding.mesh_from_config`; 1 x 1 = none); the
@@ -234,10 +265,13 @@ class GraphLoom:
     mesh = sharding_lib.mesh_from_config(config) if mesh is None else mesh
     dec = sharding_lib.load_decoder(config.model, mesh)
     emb = evidence_lib.MemoEmbedder(load_embedder(config.embedder.path or None))
+    width = int(emb.embed(["."]).shape[1])
     loaded = None
     if heads is not None:
-      loaded = load_heads(heads, config, dec, int(emb.embed(["."]).shape[1]))
-    return cls(config, dec, emb, loaded, mesh=mesh, **kwargs)
+      loaded = load_heads(heads, config, dec, width, kind="graphloom")
+    tuned = {mode: load_heads(folder, config, dec, width, kind="tuned_prefix")
+             for mode, folder in (adapters or {}).items()}
+    return cls(config, dec, emb, loaded, mesh=mesh, adapters=tuned, **kwargs)
 
   @classmethod
   def from_pretrained(cls, name: str = "embedded", **kwargs) -> "GraphLoom":
@@ -317,6 +351,10 @@ class GraphLoom:
     if mode in ("graphloom", "routed_text") and need_heads and self.heads is None:
       raise ValueError(f"mode={mode!r} needs trained heads: build with from_pretrained or "
                        "from_config(config, heads=DIR)")
+    if mode in TUNED_MODES and mode not in self.adapters:
+      raise ValueError(f"mode={mode!r} needs its trained adapter: from_config(config, "
+                       f"adapters={{{mode!r}: DIR}}) with DIR from launch.train "
+                       f"--config.train.target={mode}")
     if isinstance(questions, str):
       raise TypeError("answer_batch takes a list of questions; use answer() for one")
     n = len(questions)
@@ -341,8 +379,8 @@ class GraphLoom:
       tr = triples[i] if triples is not None else None
       if isinstance(tr, instance.InstanceGraph):
         graph = tr
-      elif tr is None or (mode == "no_retrieval" and not tr):
-        if mode != "no_retrieval":
+      elif tr is None or (mode in NO_EVIDENCE_MODES and not tr):
+        if mode not in NO_EVIDENCE_MODES:
           raise ValueError(f"question {i} ({q!r}): no triples given; mode={mode!r} retrieves "
                            "from them (mode='no_retrieval' answers without)")
         graph = None
@@ -409,10 +447,18 @@ class GraphLoom:
     return ablation_lib.neutralise(evidence_lib.stack([it.evidence for it in items]),
                                    self.ablation)
 
-  def _memory(self, arrays: dict[str, np.ndarray]):
+  def _memory(self, arrays: dict[str, np.ndarray], mode: str = "graphloom"):
+    heads = self._mode_heads[mode][0]
     batch = {k: jnp.asarray(v) for k, v in arrays.items()}
-    mem, inputs = self.decode_heads.memory(batch, self.decoder.dtype)
-    return mem, ablation_lib.bound_router(self.decode_heads.router, inputs)
+    mem, inputs = heads.memory(batch, self.decoder.dtype)
+    return mem, router_lib.bound_router(heads.router, inputs)
+
+  def _mode_arrays(self, items: list[Prepared], mode: str) -> dict[str, np.ndarray]:
+    """What a memory mode's heads read: GraphLoom the evidence arrays, an adapter only the
+    batch size."""
+    if mode == "graphloom":
+      return self._arrays(items)
+    return {"example": np.zeros((len(items), 1), np.float32)}
 
   def _fit(self, it: Prepared, make_ids, lines: Sequence[str]) -> tuple[list[int], int]:
     """Prompt ids from `make_ids(lines[:n])` with the largest n whose prompt leaves room for
@@ -431,17 +477,16 @@ class GraphLoom:
     return ids, n
 
   def _prompt(self, it: Prepared, mode: str) -> list[int]:
-    """GraphLoom: the prompt its heads were trained with; the text modes: baseline.prompt's
-    style, Flat-RAG with the subgraph's triples, routed_text with the routed ones."""
-    style = self.prompt_style
-    if mode in ("flat_rag", "routed_text"):
-      triples = (it.evidence.triples if mode == "flat_rag" else [c.triple for c in it.cited])
-      lines = [f"{t.verbalize()}." for t in triples]
-      return self._fit(it, lambda ls: self.fmt.evidence_prompt_ids(it.question, ls, style),
-                       lines)[0]
-    if mode == "graphloom":
-      style = "instruct"
-    return self._fit(it, lambda ls: self.fmt.prompt_ids(it.question, style), [])[0]
+    """GraphLoom and the trained text baselines: the prompt they were trained with; the text
+    modes: baseline.prompt's style; Flat-RAG (and its trained variant) with the subgraph's
+    triples, routed_text with the routed ones (`prompts.mode_prompt_ids`)."""
+    lines = []
+    if mode in ("flat_rag", "flat_rag_tuned"):
+      lines = [f"{t.verbalize()}." for t in it.evidence.triples]
+    elif mode == "routed_text":
+      lines = [f"{c.triple.verbalize()}." for c in it.cited]
+    return self._fit(it, lambda ls: prompts.mode_prompt_ids(self.fmt, mode, it.question, ls,
+                                                            self.prompt_style), lines)[0]
 
   def _route_text(self, items: list[Prepared]) -> None:
     """-KG-JSA++ (mode routed_text): the slots the router activates at the first answer step of
@@ -458,9 +503,9 @@ class GraphLoom:
 
   def _generate(self, prompt_ids: list[list[int]], mode: str, arrays=None) -> list[list[int]]:
     kwargs = {}
-    if mode == "graphloom":
-      kwargs = dict(arrays=arrays, memory_fn=self._memory, first_layer=self.first_layer,
-                    sparse=self.sparse)
+    if mode in MEMORY_MODES:
+      kwargs = dict(arrays=arrays, memory_fn=lambda a: self._memory(a, mode),
+                    first_layer=self.first_layer, sparse=self.sparse)
     elif self.sparse is not None:
       kwargs = dict(sparse=self.sparse)
     return decode.generate(self.decoder, prompt_ids, self.config.eval.max_new_tokens,
@@ -470,8 +515,8 @@ class GraphLoom:
     t0 = time.perf_counter()
     for it in items:
       it.prompt = self._prompt(it, mode)
-    if arrays is None and mode == "graphloom":
-      arrays = self._arrays(items)
+    if arrays is None and mode in MEMORY_MODES:
+      arrays = self._mode_arrays(items, mode)
     outs = self._generate([it.prompt for it in items], mode, arrays)
     seconds = (time.perf_counter() - t0) / len(items)
     for it, ids in zip(items, outs):
@@ -491,15 +536,16 @@ class GraphLoom:
     """Per (item, text), in order: the text's mean token log-likelihood [N] (text + EOS) after
     the item's prompt under the mode's conditioning; in GraphLoom mode also the router's gates
     and active set [N, T, M] and the [prompt ; text ; EOS] rows they index (else None)."""
-    if mode != "graphloom":  # each prompt prefilled once, its options continue its cache
+    if mode not in MEMORY_MODES:  # each prompt prefilled once, its options continue its cache
       lp = decode.score_text_options(
           self._backbone_def, self._backbone_state, [it.prompt for it in items],
           [[self.fmt.answer_ids(t) for t in ts] for ts in texts], self.fmt.pad, mesh=self.mesh)
       return lp, None, None, None
     rows = self._rows(items, texts)
-    arrays = decode.repeat_rows(self._arrays(items), [len(t) for t in texts])
+    arrays = decode.repeat_rows(self._mode_arrays(items, mode), [len(t) for t in texts])
     batch = {k: jnp.asarray(v) for k, v in {**arrays, **rows}.items()}
-    lp, gates, active = decode.score_rows(self._heads_def, self._heads_state,
+    _, heads_def, heads_state = self._mode_heads[mode]
+    lp, gates, active = decode.score_rows(heads_def, heads_state,
                                           self._backbone_def, self._backbone_state, batch,
                                           first_layer=self.first_layer, mesh=self.mesh)
     return np.asarray(lp), np.asarray(gates), np.asarray(active), rows
@@ -576,7 +622,7 @@ class GraphLoom:
                       evidence=it.cited, claims=claims, correction=it.correction,
                       retrieved=list(it.subgraph.edges) if it.subgraph else [],
                       timings=it.timings)
-      if (self.ablation.revision and mode != "no_retrieval" and lines
+      if (self.ablation.revision and mode not in NO_EVIDENCE_MODES and lines
           and not answer.supported):
         revise.append((it, answer, rows, lines))
       out.append(answer)
@@ -598,7 +644,7 @@ class GraphLoom:
           verify_lib.revision_prompt(it.question, ls, failed)), lines)
       prompt_ids.append(ids)
       keep.append(set(rows[:n]))
-    arrays = None
+    arrays = self._mode_arrays(items, mode) if mode in TUNED_MODES else None
     if mode == "graphloom":
       arrays = self._arrays(items)
       # Only the verified triples' slots stay valid in the revision's memory.

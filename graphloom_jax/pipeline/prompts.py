@@ -161,3 +161,15 @@ def token_row(ids: Sequence[int], answer_start: int, seq_len: int, pad: int, whe
 def bucket(n: int, multiple: int = 64) -> int:
   """Row lengths rounded up to a multiple, so jitted scoring compiles once per bucket."""
   return max(multiple, -(-n // multiple) * multiple)
+
+
+def mode_prompt_ids(fmt: TextFormat, mode: str, question: str, evidence: Sequence[str] = (),
+                    style: str = "instruct") -> list[int]:
+  """The prompt of a mode: Flat-RAG and its trained variant with the evidence lines, GraphLoom,
+  no retrieval and its trained variant without (GraphLoom and the trained modes always in the
+  "instruct" style they are trained with). Training featurisation and answering both call it."""
+  if mode in ("graphloom", "flat_rag_tuned", "no_retrieval_tuned"):
+    style = "instruct"
+  if mode in ("flat_rag", "routed_text", "flat_rag_tuned"):
+    return fmt.evidence_prompt_ids(question, evidence, style)
+  return fmt.prompt_ids(question, style)

@@ -22,7 +22,10 @@ MODES = ("graphloom", "flat_rag", "no_retrieval")
 # The -KG-JSA++ ablation: the slots GraphLoom's router picks at the first answer step, verbalised
 # into a Flat-RAG prompt instead of the memory (pipeline/ablation.py).
 ABLATION_MODES = ("routed_text",)
-ALL_MODES = MODES + ABLATION_MODES
+# The trained text baselines: Flat-RAG's and no retrieval's prompts read by the frozen decoder
+# with a trained adapter (models.heads.TunedPrefix) in its memory layers.
+TUNED_MODES = ("flat_rag_tuned", "no_retrieval_tuned")
+ALL_MODES = MODES + ABLATION_MODES + TUNED_MODES
 # Stage names of Answer.timings, in pipeline order.
 STAGES = ("instance_graph", "retrieval", "correction", "evidence", "decoding", "options",
           "verification", "revision")

@@ -69,10 +69,15 @@ def featurize(system, kb, questions: Sequence, seq_len: int, log=lambda *_: None
                             gold=gold[s:s + PREPARE_CHUNK])
     log(f"featurised {s + len(chunk)} / {len(questions)} questions")
   fmt = system.fmt
+  target = system.config.train.target
   rows = []
   for q, it in zip(questions, items):
     where = f"question {q.qid!r}"
-    prompt = fmt.prompt_ids(q.question)
+    # The prompt of the mode being trained (GraphLoom's, or a text baseline's with the same
+    # retrieved subgraph as evidence lines).
+    lines = [f"{t.verbalize()}." for t in it.evidence.triples] if target == "flat_rag_tuned" \
+        else []
+    prompt = prompts.mode_prompt_ids(fmt, target, q.question, lines)
     answer = q.answer_texts[0] if q.answers else q.extra["options"][q.extra["answer_index"]]
     row = prompts.token_row(prompt + fmt.answer_ids(answer), len(prompt), seq_len, fmt.pad,
                             where)
@@ -99,7 +104,10 @@ def cache_key(system, questions, seq_len: int) -> str:
   return hashlib.sha256(json.dumps(
       [FEATURES_VERSION, sections, seq_len, system.embedder.model_id, prompts.PROMPT,
        prompts.PLAIN_PROMPT, type(system.fmt.tok).__name__, system.fmt.prompt_ids("probe"),
-       [(q.qid, q.question, q.answer_texts) for q in questions]], sort_keys=True).encode()).hexdigest()[:16]
+       [(q.qid, q.question, q.answer_texts) for q in questions]]
+      # a text baseline's prompts differ (GraphLoom's key stays what it was)
+      + ([cfg.train.target] if cfg.train.target != "graphloom" else []),
+      sort_keys=True).encode()).hexdigest()[:16]
 
 
 def cached_featurize(cache_dir: str | os.PathLike | None, name: str, system, kb, questions,

@@ -101,6 +101,7 @@ class Hyper:
   w_cal: float
   w_cf: float
   w_align: float
+  routed: bool = True  # GraphLoom's heads; False for an adapter (L = w_gen L_gen)
 
   @classmethod
   def from_config(cls, config) -> "Hyper":
@@ -108,7 +109,7 @@ class Hyper:
     w = t.loss_weights
     return cls(t.learning_rate, t.end_learning_rate, t.warmup_steps, t.num_steps, t.grad_accum,
                t.clip_norm, t.b1, t.b2, t.weight_decay, t.label_smoothing, w.gen, w.cal, w.cf,
-               w.align)
+               w.align, heads_lib.kind_of_target(t.target) == "graphloom")
 
 
 def schedule(h: Hyper) -> optax.Schedule:
@@ -142,6 +143,10 @@ def _forward(heads_def, params, rest, backbone_def, backbone_state, batch, model
 def _losses(h: Hyper, batch, logits, slot_attention, r: routing.Routing) -> losses.Losses:
   steps = batch["loss_mask"]
   gen = losses.generation_loss(logits, batch["targets"], steps, h.label_smoothing)
+  if not h.routed:  # an adapter routes nothing: the slot losses do not apply
+    zero = jnp.zeros((), gen.dtype)
+    return losses.total_loss(dict(gen=h.w_gen, cal=0.0, cf=0.0, align=0.0), gen, zero, zero,
+                             zero)
   cal = losses.calibration_loss(r.scores, batch["slot_utility"], batch["slot_valid"], steps)
   cf = losses.contrastive_loss(r.scores, batch["slot_utility"], batch["slot_valid"], steps)
   align = losses.alignment_loss(r.scores, r.active, slot_attention, steps)
@@ -315,8 +320,9 @@ class Trainer:
     image_dim = train_arrays["image"].shape[-1]
     num_memory_layers = (backbone.config.num_layers
                          - backbone.first_memory_layer(config.memory.first_layer))
-    heads = heads_lib.GraphLoomHeads(config, backbone.config.hidden_size, embed_dim, image_dim,
-                                     num_memory_layers, rngs=nnx.Rngs(config.seed))
+    self.kind = heads_lib.kind_of_target(config.train.target)
+    heads = heads_lib.build(config, self.kind, backbone.config.hidden_size, embed_dim,
+                            image_dim, num_memory_layers, seed=config.seed)
     self.heads_def, params, rest = nnx.split(heads, nnx.Param, ...)
     self.num_params = heads_lib.count_params(heads)
     self.params = jax.device_put(params, self.replicated)
@@ -385,8 +391,9 @@ class Trainer:
     _, _, rest = nnx.split(heads, nnx.Param, ...)
     self.rest = jax.device_put(rest, self.replicated)
 
-  def heads(self) -> heads_lib.GraphLoomHeads:
-    """The current heads as a module (a copy of the trained state)."""
+  def heads(self):
+    """The current heads (GraphLoomHeads or TunedPrefix) as a module (a copy of the trained
+    state)."""
     return nnx.merge(self.heads_def, jax.device_get(self.params), jax.device_get(self.rest))
 
   # ---------------------------------------------------------------- logging
@@ -477,6 +484,8 @@ class Trainer:
       valids.append(batch["slot_valid"][:real])
     s_ans = n_correct / max(n, 1)
     s_faith = hits / total if total else 0.0
+    if self.kind != "graphloom":  # an adapter routes no slots: it is stopped on S_ans alone
+      return {"s_ans": s_ans, "s_val": s_ans, "eval_examples": n}
     ece = calibration.ece(np.concatenate(gates), np.concatenate(utils),
                           mask=np.concatenate(valids))
     return {"s_ans": s_ans, "s_faith": s_faith, "s_val": 0.7 * s_ans + 0.3 * s_faith,
@@ -490,12 +499,12 @@ class Trainer:
     from tqdm import tqdm
 
     resumed = self.restore()
-    if not resumed:
+    if not resumed and self.kind == "graphloom":
       self.fit_reliability_calibration()
     self._drop_best_after_resume_point()
     records = self._trim_logs()
     cfg = self.config.train
-    self.log(f"GraphLoom trainable parameters: {self.num_params:,} (backbone frozen); "
+    self.log(f"{cfg.target} trainable parameters: {self.num_params:,} (backbone frozen); "
              f"data-parallel over {self.mesh.devices.size} device(s); "
              + (f"resumed at step {self.step}" if resumed else "starting from scratch"))
     writer = SummaryWriter(str(self.workdir / "tensorboard"))
