@@ -15,7 +15,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 COLUMNS = (("mc_accuracy", "MC acc"), ("em", "EM"), ("f1", "F1"), ("h_rate", "H-Rate"),
-           ("recall5", "R@5"), ("seconds_per_question", "s/question"))
+           ("falsity", "falsity"), ("abstention", "abstain"), ("recall5", "R@5"),
+           ("seconds_per_question", "s/question"))
 
 
 def _load_rows(out: pathlib.Path) -> dict[str, list[dict]]:
@@ -223,9 +224,11 @@ def _learning(path, workdirs):
 def write(out: pathlib.Path, workdirs: list[pathlib.Path]) -> pathlib.Path:
   from benchmarks.scenekb_tables import GROUPS
   found = _load_rows(out)
-  md = ["# SceneKB v2 tables", "",
+  md = [f"# SceneKB tables ({out.name})", "",
         "Made by `python -m benchmarks.scenekb_tables --report` from the rows under `rows/`; "
-        "how each row was run is in `benchmarks/scenekb_tables.py`.", ""]
+        "how each row was run is in `benchmarks/scenekb_tables.py`. H-Rate, falsity and "
+        "abstention are defined in `docs/evaluation.md` (rows made before SceneKB v3 hold v2's "
+        "H-Rate, the share of answers with a false claim, and no falsity).", ""]
   sel = out / "prompt_selection.json"
   if sel.exists():
     s = json.loads(sel.read_text())

@@ -9,7 +9,8 @@
   # the report: results JSON, markdown and PNG plots from the finished rows
   python -m benchmarks.scenekb_tables --root=runs/scenekb_v2 --report
 
-Rows (groups): main = symbolic (graph.lookup over the instance graph with the question's
+Rows (groups): tuned = no_retrieval_tuned, flat_rag_tuned (their adapters in --adapters, one per
+seed); main = symbolic (graph.lookup over the instance graph with the question's
 structured query: the non-learned ceiling; SceneKB v3), no_retrieval, flat_rag, graphloom
 (every --heads seed; mean +- std); controls = shuffled / no / oracle evidence for the trained
 heads (pipeline/controls.py);
@@ -49,6 +50,7 @@ from graphloom_jax.data import scenekb
 from graphloom_jax.evaluation import answers, calibration, hallucination
 from graphloom_jax.graph import canonical, lookup
 from graphloom_jax.pipeline import GraphLoom, controls, instance
+from graphloom_jax.pipeline.types import TUNED_MODES
 from graphloom_jax.pipeline.graphloom import _get
 
 
@@ -73,6 +75,10 @@ def _define_flags():
   _WORKDIRS = flags.DEFINE_list("workdirs", [], "training workdirs for the learning curves")
   _SEEDS = flags.DEFINE_list("seeds", [], "run only these seeds (indices into --heads), e.g. to "
                              "run two seeds of a row in parallel; default: every --heads folder")
+  global _ADAPTERS
+  _ADAPTERS = flags.DEFINE_list("adapters", [], "mode=folder pairs of trained text baselines "
+                                "(launch.train --config.train.target=MODE), one per training "
+                                "seed in seed order, e.g. flat_rag_tuned=runs/v3/frt0/heads")
 
 
 class Scale(float):
@@ -84,10 +90,13 @@ class Scale(float):
 
 MAIN = [("symbolic", "symbolic", {}), ("no_retrieval", "no_retrieval", {}),
         ("flat_rag", "flat_rag", {}), ("graphloom", "graphloom", {})]
+TUNED = [("no_retrieval_tuned", "no_retrieval_tuned", {}),
+         ("flat_rag_tuned", "flat_rag_tuned", {})]
 # Modes that read no heads: one run stands for every seed.
 HEADLESS = ("symbolic", "no_retrieval", "flat_rag")
 GROUPS = {
     "main": MAIN,
+    "tuned": TUNED,
     # Evidence controls (pipeline/controls.py): "control" is not a config key, run_row reads it.
     "controls": [("shuffled evidence", "graphloom", {"control": "shuffled"}),
                  ("no evidence", "graphloom", {"control": "none"}),
@@ -321,12 +330,18 @@ def _base_system(base, heads_dir, root) -> GraphLoom:
   return system
 
 
-def _variant(system: GraphLoom, config, heads_dir):
+def _variant(system: GraphLoom, config, heads_dir, mode: str = "graphloom"):
+  """A system for one row: `heads_dir` holds GraphLoom's heads, or the adapter of a tuned
+  mode."""
   from graphloom_jax.pipeline import graphloom as gl
-  heads = (gl.load_heads(heads_dir, config, system.decoder, system.embed_dim)
-           if heads_dir else None)
+  heads, adapters = None, {}
+  if heads_dir and mode in TUNED_MODES:
+    adapters = {mode: gl.load_heads(heads_dir, config, system.decoder, system.embed_dim,
+                                    kind="tuned_prefix")}
+  elif heads_dir:
+    heads = gl.load_heads(heads_dir, config, system.decoder, system.embed_dim, kind="graphloom")
   return GraphLoom(config, system.decoder, system.embedder, heads, writer=system.writer,
-                   kb_sources=system.kb_sources, wordnet=system.wordnet)
+                   kb_sources=system.kb_sources, wordnet=system.wordnet, adapters=adapters)
 
 
 def select_prompt(base, root, out: pathlib.Path, num: int, batch: int, styles=()) -> dict:
@@ -392,8 +407,12 @@ def main(argv):
                          "read them)")
   system = _base_system(base, heads[0] if heads else None, root)
   rows_dir = out / "rows"
+  adapters = _adapter_folders(_ADAPTERS.value)
   for group, name, mode, overrides in rows:
-    for seed, heads_dir in row_seeds(mode, heads, [int(x) for x in _SEEDS.value]):
+    folders = adapters.get(mode, []) if mode in TUNED_MODES else heads
+    if mode in TUNED_MODES and not folders:
+      raise app.UsageError(f"row {name!r}: give its trained adapters with --adapters={mode}=DIR")
+    for seed, heads_dir in row_seeds(mode, folders, [int(x) for x in _SEEDS.value]):
       path = rows_dir / f"{_SPLIT.value}-{len(questions)}" / f"seed{seed}" / f"{name}.json"
       if path.exists():
         _check_done(path, heads_dir)
@@ -402,8 +421,7 @@ def main(argv):
       settings = {k: v for k, v in overrides.items() if k != "control"}
       config = _configured(base, settings)
       print(f"{group} / {name} (mode {mode}, seed {seed}, {overrides})", flush=True)
-      sys_ = _variant(system, config, heads_dir if mode in ("graphloom", "routed_text")
-                      else None)
+      sys_ = _variant(system, config, heads_dir if mode not in HEADLESS else None, mode)
       r = run_row(sys_, kb, questions, mode, truth, _BATCH.value,
                   control=overrides.get("control"))
       r.update(group=group, name=name, mode=mode, seed=seed,
@@ -420,6 +438,18 @@ def main(argv):
     sys_ = _variant(system, base, heads_dir)
     atomic.atomic_write_json(path, gate_calibration(sys_, kb, questions, base.train.seq_len,
                                                     name, heads_dir))
+
+
+def _adapter_folders(pairs) -> dict[str, list[str]]:
+  """--adapters mode=folder pairs -> mode -> folders in seed order."""
+  out: dict[str, list[str]] = {}
+  for pair in pairs:
+    mode, sep, folder = pair.partition("=")
+    if not sep or mode not in TUNED_MODES or not folder:
+      raise app.UsageError(f"--adapters: {pair!r}; expected MODE=FOLDER with MODE one of "
+                           f"{TUNED_MODES}")
+    out.setdefault(mode, []).append(folder)
+  return out
 
 
 def row_seeds(mode: str, heads: list[str], only: list[int] = ()) -> list[tuple[int, str | None]]:

@@ -1,15 +1,20 @@
 """Trains GraphLoom's heads (slot projection, fusion prefix, router) on SceneKB with the decoder
-frozen.
+frozen, or a trained text baseline's adapter (--config.train.target=flat_rag_tuned |
+no_retrieval_tuned: models.heads.TunedPrefix, the same data, L_gen, steps and early stopping on
+S_ans).
 
   python -m launch.train --config=configs/tiny.py --workdir=/tmp/graphloom_tiny
   python -m launch.train --config=configs/smollm2.py --workdir=runs/smollm2 \
       --config.train.num_steps=300
+  python -m launch.train --config=configs/smollm2.py --workdir=runs/frt \
+      --config.train.target=flat_rag_tuned --config.train.seq_len=640
 
 Rerunning with the same --workdir resumes from its latest checkpoint (same data order). The
 workdir receives: checkpoints/ (latest), best/ (best S_val), metrics.jsonl (one JSON line per
 logged step and per evaluation), tensorboard/ (event files), features/ (cached embeddings and
 token ids), config.json, final.json and heads/ (the best heads for
-`GraphLoom.from_config(config, heads=WORKDIR/heads)`).
+`GraphLoom.from_config(config, heads=WORKDIR/heads)`, or an adapter for
+`from_config(config, adapters={TARGET: WORKDIR/heads})`).
 """
 
 import json
