@@ -285,8 +285,8 @@ def run_row(system: GraphLoom, kb, questions, mode: str, truth, batch: int, log=
 def given_evidence(a, mode: str) -> list:
   """The triples an answer's mode was given to read: the retrieved subgraph (GraphLoom's slot
   bank is built from it, Flat-RAG's prompt holds it), the routed triples (routed_text's
-  prompt), nothing (no_retrieval)."""
-  if mode == "no_retrieval":
+  prompt), nothing (no_retrieval and its trained variant)."""
+  if mode in ("no_retrieval", "no_retrieval_tuned"):
     return []
   if mode == "routed_text":
     return [c.triple for c in a.evidence]

@@ -102,10 +102,16 @@ def _run(config, tmp_path):
     t.close()
   kb = scenekb.load("validation")
   graphloom.save_heads(graphloom.new_heads(config, dec, 384), tmp_path / "heads", config)
+  # a trained text baseline's adapter too (baseline.tuned_prefix_len)
+  graphloom.save_heads(graphloom.new_heads(config, dec, 384, kind="tuned_prefix"),
+                       tmp_path / "adapter", config)
   system = GraphLoom.from_config(config, heads=str(tmp_path / "heads"),
+                                 adapters={"flat_rag_tuned": str(tmp_path / "adapter")},
                                  kb_sources=[kb.kb_source()])
   q = kb.questions[0]
-  system.answer(q.question, kb.scene_graph(q.extra["instance_id"]), options=q.extra["options"])
+  for mode in ("graphloom", "flat_rag_tuned"):
+    system.answer(q.question, kb.scene_graph(q.extra["instance_id"]),
+                  options=q.extra["options"], mode=mode)
 
 
 def test_every_config_key_is_read(tmp_path, monkeypatch):

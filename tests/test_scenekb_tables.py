@@ -2,6 +2,8 @@
 metrics against hand-computed values from the records, and the report."""
 
 import json
+import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -107,12 +109,20 @@ def test_calibration_rows_import_no_flags():
   from benchmarks import graphloom_scenekb
   importlib.reload(graphloom_scenekb)
   assert set(flags.FLAGS) == before
+  # Another test in this worker may have imported a launcher that defines flags of the same
+  # names (--config): set them aside while the tables' flags are defined, then put them back.
+  names = set(re.findall(r'DEFINE_\w+\("(\w+)"', pathlib.Path(scenekb_tables.__file__).read_text()))
+  taken = {n: flags.FLAGS[n] for n in names if n in flags.FLAGS}
+  for n in taken:
+    delattr(flags.FLAGS, n)
   scenekb_tables._define_flags()
   try:
     assert callable(importlib.reload(graphloom_scenekb).gate_stats)
   finally:
-    for name in set(flags.FLAGS) - before:
+    for name in set(flags.FLAGS) - (before - set(taken)):
       delattr(flags.FLAGS, name)
+    for n, flag in taken.items():
+      flags.FLAGS[n] = flag
 
 
 def _row(name, seed, mc, em, qids=None):
