@@ -519,11 +519,10 @@ def _unique(relations, key, value):
   return [r for r in relations if key(r) == value]
 
 
-def claim(*alternatives) -> list:
-  """A claim of a question's answer (truth.jsonl): it holds when one of the alternatives, a
-  conjunction of [subject, relation, object] atoms over the instance's ground truth, holds for
-  some value of its variables ('?x' is the answer)."""
-  return [[list(atom) for atom in alternative] for alternative in alternatives]
+# A claim of a question's answer (truth.jsonl): it holds when one of the alternatives, a
+# conjunction of [subject, relation, object] atoms over the instance's ground truth, holds for
+# some value of its variables ('?x' is the answer).
+claim = scenekb_v3.claim
 
 
 class QuestionMaker:
