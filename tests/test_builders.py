@@ -211,3 +211,55 @@ def test_okvqa_reader_errors(tmp_path):
     okvqa.load(tmp_path, "test")
   with pytest.raises(FileNotFoundError, match="mscoco_train2014_annotations.json is missing"):
     okvqa.load(tmp_path, "train")
+
+
+@pytest.fixture(scope="module")
+def path_data_dir(tmp_path_factory):
+  root = tmp_path_factory.mktemp("tfds_paths")
+  for name in ("pathquestion/PQ-2H", "pathquestion/PQL-2H", "wc2014/WC-C", "wc2014/WC-M"):
+    builders.prepare(name, root, DATA / name.split("/")[0])
+  return root
+
+
+@pytest.mark.parametrize("name,reader", [("pathquestion/PQ-2H", "pathquestion"),
+                                         ("pathquestion/PQL-2H", "pathquestion"),
+                                         ("wc2014/WC-C", "wc2014"), ("wc2014/WC-M", "wc2014")])
+def test_path_datasets_read_back_equal_the_files(path_data_dir, name, reader):
+  from graphloom_jax.data import pathqa, pathquestion, wc2014
+  module = {"pathquestion": pathquestion, "wc2014": wc2014}[reader]
+  config = name.split("/")[1]
+  ds = module.load(config, root=DATA / reader)
+  lines = (DATA / reader / module.FILES[config] if reader == "wc2014"
+           else DATA / reader / module.FILES[config][0]).read_text().splitlines()
+  info = tfds.builder(name, data_dir=path_data_dir).info
+  assert set(info.splits) <= set(builders._pathqa.SPLITS)
+  for protocol, prefix in (("path", ""), ("line", "line_")):
+    seen = []
+    for split in pathqa.SPLITS:
+      want = ds.split(split, protocol)
+      if not want:  # TFDS writes no empty split
+        assert prefix + split not in info.splits
+        continue
+      records = read_all(name, prefix + split, path_data_dir)
+      assert [r["qid"] for r in records] == [q.qid for q in want]
+      for r, q in zip(records, want):
+        fields = lines[q.line - 1].split("\t")
+        assert r["raw_question"] == fields[0].strip() and r["question"] == q.question
+        if reader == "pathquestion":  # answer(answer set/)
+          assert fields[1] == f"{r['answer_ids'][0]}({'/'.join(r['answer_ids'])}/)"
+        else:
+          assert fields[1] == r["answer_ids"][0] and sorted(r["answer_ids"]) == \
+              sorted(a for a in fields[3].split("/") if a)
+        assert r["answers"] == list(q.answers) and r["hops"] == q.hops
+        written = [p.split("#<end>#")[0] for p in fields[2].split("*")]
+        assert r["paths"] == written
+        assert [(f["subject"], f["relation"], f["object"]) for f in r["facts"]] == \
+            [tuple(x.split("#")) for x in (fields[4].split("///") if reader == "wc2014" else [])]
+        assert r["constraints"] == (fields[5].split("/") if config == "WC-C" else [])
+      seen += [r["qid"] for r in records]
+    assert sorted(seen) == sorted(q.qid for q in ds.questions)
+  # the path split holds no path in two splits
+  where = {}
+  for split in set(pathqa.SPLITS) & set(info.splits):
+    for r in read_all(name, split, path_data_dir):
+      assert where.setdefault(tuple(r["paths"]), split) == split

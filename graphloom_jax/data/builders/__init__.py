@@ -9,6 +9,11 @@ Importing this package registers them, so `tfds.builder(name)` finds them:
                      (one split, "documents")
   scienceqa          ScienceQA's problems.json + pid_splits.json (+ images/) in manual_dir
   okvqa              OK-VQA's question and annotation files in manual_dir (train, val)
+  pathquestion/PQ-3H PathQuestion's release files in manual_dir (configs PQ-2H, PQ-3H, PQL-2H,
+                     PQL-3H); splits by answer path (train, validation, test) and the published
+                     random split by line (line_train, line_validation, line_test)
+  wc2014/WC-2H       WorldCup2014's release files (configs WC-1H, WC-2H, WC-M, WC-C), the same
+                     splits
 
   from graphloom_jax.data import builders
   ds = builders.grain_source("okvqa", "val", data_dir, manual_dir=folder)   # grain.MapDataset
@@ -27,6 +32,7 @@ import tensorflow_datasets as tfds
 
 from graphloom_jax.data.builders import mmqa as _mmqa
 from graphloom_jax.data.builders import okvqa as _okvqa
+from graphloom_jax.data.builders import pathqa as _pathqa
 from graphloom_jax.data.builders import scenekb as _scenekb
 from graphloom_jax.data.builders import scienceqa as _scienceqa
 
@@ -34,12 +40,15 @@ SceneKB = _scenekb.SceneKB
 MMQA = _mmqa.MMQA
 ScienceQA = _scienceqa.ScienceQA
 OKVQA = _okvqa.OKVQA
-NAMES = ("scenekb", "mmqa", "scienceqa", "okvqa")
+PathQuestion = _pathqa.PathQuestion
+WC2014 = _pathqa.WC2014
+NAMES = ("scenekb", "mmqa", "scienceqa", "okvqa", "pathquestion", "wc2014")
 
 
 def prepare(name: str, data_dir, manual_dir=None) -> tfds.core.DatasetBuilder:
   """The builder `name` ("mmqa/texts" picks a config), its files written under data_dir unless
-  they are there already; manual_dir holds the official files for mmqa, scienceqa and okvqa."""
+  they are there already; manual_dir holds the official files for mmqa, scienceqa, okvqa,
+  pathquestion and wc2014."""
   builder = tfds.builder(name, data_dir=str(data_dir), file_format="array_record")
   config = tfds.download.DownloadConfig(manual_dir=None if manual_dir is None else str(manual_dir))
   builder.download_and_prepare(download_config=config)
