@@ -1,0 +1,121 @@
+"""The non-learned path readers (graphloom_jax.graph.path_reader) on hand-made KBs and the
+PathQuestion / WorldCup2014 fixtures: the naive Bayes scores against the formula written out
+here, hop-count choice, beam search over the KB, the answer prior and conjunctive questions."""
+
+import math
+import pathlib
+
+import pytest
+
+from graphloom_jax.data import pathqa, pathquestion, wc2014
+from graphloom_jax.graph import path_reader
+from graphloom_jax.graph.path_reader import Lexicon, PathReader, question_words
+
+DATA = pathlib.Path(__file__).resolve().parent / "data"
+KB = [("anna", "mother", "beth"), ("anna", "father", "carl"), ("beth", "born_in", "oslo"),
+      ("carl", "born_in", "rome"), ("beth", "job", "poet"), ("carl", "job", "baker"),
+      ("dora", "mother", "beth"), ("oslo", "country", "norway")]
+
+
+def q(text, *path, answers=None):
+  path = tuple(path)
+  return pathqa.Question(qid=text, question=text, raw_question=text,
+                         answers=answers or (path[-1],), answer_ids=answers or (path[-1],),
+                         paths=(path,), split="train", line_split="train", line=1)
+
+
+TRAIN = [q("where was dora 's mum born ?", "dora", "mother", "beth", "born_in", "oslo"),
+         q("birthplace of anna 's dad ?", "anna", "father", "carl", "born_in", "rome"),
+         q("what does anna 's dad do ?", "anna", "father", "carl", "job", "baker"),
+         q("what does dora 's mum do ?", "dora", "mother", "beth", "job", "poet"),
+         q("who is dora 's mum ?", "dora", "mother", "beth")]
+
+
+def test_question_words_drop_the_topic_mention():
+  assert question_words("where was ada_lovelace 's father born ?", "ada_lovelace") == \
+      ["where", "was", "s", "father", "born"]
+
+
+def test_hop_scores_are_the_naive_bayes_formula():
+  lex = Lexicon.fit(TRAIN, alpha=0.5)
+  words = question_words("where was anna 's mum born ?", "anna")
+  vocabulary = {w for t in TRAIN for w in question_words(t.raw_question, t.path[0])}
+  # relation "mother" at hop 0: in 3 of 5 train paths; its questions' words
+  mum_words = [w for t in TRAIN if t.path[1] == "mother"
+               for w in question_words(t.raw_question, t.path[0])]
+  want = math.log((3 + 0.5) / (5 + 0.5)) + sum(
+      math.log((mum_words.count(w) + 0.5) / (len(mum_words) + 0.5 * (len(vocabulary) + 1)))
+      for w in words)
+  assert lex.hop_score("mother", 0, words) == pytest.approx(want, rel=1e-12)
+  assert lex.hop_score("mother", 0, words) > lex.hop_score("father", 0, words)
+  # hop counts: 4 questions of 2 hops, 1 of 1
+  assert lex.hop_count(words) == 2
+  assert lex.hop_count(question_words("who is anna 's mum ?", "anna")) == 1
+
+
+def test_readers_follow_the_kb():
+  reader = PathReader(KB).fit(TRAIN)
+  test = q("where was anna 's mum born ?", "anna", "mother", "beth", "born_in", "oslo")
+  got = reader.read(test, "lexicon")
+  assert got.relations == (("mother", "born_in"),) and got.answer == "oslo"
+  assert reader.read(test, "oracle").answer == "oslo"
+  job = q("what does anna 's mum do ?", "anna", "mother", "beth", "job", "poet")
+  assert reader.read(job, "lexicon").answer == "poet"
+  # the prior: the most frequent train answer of the final relation (ties: smallest id)
+  assert reader.read(test, "prior").answer == "oslo"
+  assert reader.read(job, "prior").answer == "baker"
+  assert reader.read(test, "prior").relations == ()
+  # a relation the KB lacks from the topic reaches nothing
+  lost = q("where was oslo 's mum born ?", "oslo", "mother", "x", "born_in", "y")
+  assert reader.read(lost, "oracle").answer is None
+  with pytest.raises(ValueError, match="unknown reader"):
+    reader.read(test, "guess")
+  with pytest.raises(ValueError, match="fit"):
+    PathReader(KB).read(test, "lexicon")
+
+
+def test_reached_entities_keep_kb_order_and_conjunctions_meet():
+  kb = [("x", "r", "b"), ("x", "r", "a"), ("y", "s", "a")]
+  conj = pathqa.Question(qid="c", question="", raw_question="r x s y", answers=("a",),
+                         answer_ids=("a",), paths=(("x", "r", "a"), ("y", "s", "a")),
+                         split="test", line_split="test", line=1)
+  got = PathReader(kb).read(conj, "oracle")
+  assert got.answer == "a" and got.reached == ("a",)
+  single = pathqa.Question(qid="s", question="", raw_question="r x", answers=("a",),
+                           answer_ids=("a",), paths=(("x", "r", "a"),), split="test",
+                           line_split="test", line=1)
+  assert PathReader(kb).read(single, "oracle").reached == ("b", "a")
+
+
+@pytest.mark.parametrize("name,module,root", [("PQ-2H", pathquestion, "pathquestion"),
+                                              ("PQ-3H", pathquestion, "pathquestion"),
+                                              ("PQL-2H", pathquestion, "pathquestion"),
+                                              ("WC-M", wc2014, "wc2014"),
+                                              ("WC-C", wc2014, "wc2014")])
+def test_oracle_answers_every_fixture_question_and_lexicon_its_train_set(name, module, root):
+  ds = module.load(name, root=DATA / root)
+  reader = PathReader(ds.kb).fit(ds.questions)
+  for question in ds.questions:
+    assert reader.read(question, "oracle").answer in question.answer_ids
+  right = sum(reader.read(x, "lexicon").answer in x.answer_ids for x in ds.questions)
+  assert right >= 0.5 * len(ds.questions)
+  assert set(path_reader.READERS) == {"oracle", "lexicon", "prior"}
+
+
+def test_tables_on_the_fixtures():
+  from benchmarks import pathqa_tables
+  ds = pathquestion.load("PQ-3H", root=DATA / "pathquestion")
+  got = pathqa_tables.evaluate(ds, resamples=200)
+  for protocol, entry in got["protocols"].items():
+    stats = entry["statistics"]
+    assert sum(stats["questions"].values()) == 4
+    if protocol == "path":
+      assert stats["test_path_in_train"] in (0.0, None)
+    for reader, splits in entry["readers"].items():
+      for split, r in splits.items():
+        questions = ds.split(split, protocol)
+        assert r["questions"] == len(questions)
+  text = pathqa_tables.report({"PQ-3H": got})
+  assert "| PQ-3H |" in text and "QAGCN 90.6" in text
+  lo, hi = pathqa_tables.hits_interval(__import__("numpy").array([0.0, 100.0] * 50), 500)
+  assert lo < 50.0 < hi
