@@ -68,6 +68,9 @@ def get_base_config() -> ml_collections.ConfigDict:
   c.graph.tau_kb = 0.7
   c.graph.kb_hops = 2
   c.graph.kb_max_per_entity = 32  # KB facts added per entity and hop (most confident first)
+  # Canonical names read plural nouns as singular (WordNet morphy: "men" -> "man"); off for
+  # knowledge-base entities, whose names are not common nouns ("Hard Times", "Los Angeles").
+  c.graph.singularize = True
 
   c.retrieval = ml_collections.ConfigDict()
   c.retrieval.seeds = 15  # K
@@ -110,9 +113,15 @@ def get_base_config() -> ml_collections.ConfigDict:
   # batch_size is the micro-batch of one forward/backward; an optimizer step averages grad_accum
   # of them (effective batch batch_size * grad_accum).
   c.train.seq_len = 128  # prompt + answer tokens per training row (right-padded)
-  c.train.data = "scenekb"  # the embedded benchmark
-  # "" = the embedded SceneKB; else a folder written by `build_benchmark --out` (SceneKB v2).
+  # What the heads train on: "scenekb" (multiple choice), or open-answer "pathquestion" /
+  # "wc2014" (graphloom_jax.data.pathqa; data_config names the dataset, e.g. "PQ-3H" / "WC-2H",
+  # and split_protocol its split: "path", the headline split, or "line", the published one).
+  c.train.data = "scenekb"
+  # scenekb: "" = the embedded SceneKB, else a folder written by `build_benchmark --out`;
+  # pathquestion / wc2014: the folder with the release's files.
   c.train.data_root = ""
+  c.train.data_config = ""
+  c.train.split_protocol = "path"
   c.train.max_train_examples = 0  # 0 = the whole training split
   c.train.eval_examples = 128  # validation questions scored at each evaluation (0 = all)
   c.train.shuffle_seed = 0

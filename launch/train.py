@@ -61,7 +61,7 @@ def main(argv):
   try:
     atomic.atomic_write_text(workdir / "config.json", config.to_json_best_effort(indent=2))
     decoder = decoder_lib.from_config(config.model)
-    train_arrays, val_arrays = data.load_scenekb(config, decoder, workdir / "features")
+    train_arrays, val_arrays = data.load_training_data(config, decoder, workdir / "features")
   except BaseException:
     lock.release()
     raise

@@ -62,6 +62,18 @@ def test_normalize_answer_tokens():
   assert answers.normalize_answer("seven hundred") == "7.0 100.0"
 
 
+def test_hits_at_1_over_alternative_answers():
+  gold = ["Hard Times (live)", "Hard Times"]
+  assert answers.hits_at_1("hard times", gold) == 1.0
+  assert answers.hits_at_1("Hard Times (Live).", gold) == 1.0
+  assert answers.hits_at_1("hard", gold) == 0.0
+  assert answers.hits_at_1("The answer is Hard Times", gold) == 0.0
+  assert answers.hits_at_1("", ["the"]) == 0.0  # nothing left after normalisation
+  assert answers.best_answer_metrics("hard times live", gold) == (1.0, 1.0)
+  em, f1 = answers.best_answer_metrics("hard", gold)
+  assert em == 0.0 and f1 == pytest.approx(0.67)  # 2PR/(P+R) with P=1, R=1/2 against "hard times"
+
+
 def test_mean_metrics():
   m = answers.mean_answer_metrics(["red car", "paris"], ["blue car", "Paris"])
   assert m == {"em": 50.0, "f1": 75.0, "count": 2}

@@ -100,6 +100,14 @@ def _run(config, tmp_path):
     t.train()
   finally:
     t.close()
+  # open-answer featurisation of a path dataset (train.data_config, train.split_protocol)
+  saved = (config.train.data, config.train.data_root)
+  config.train.data, config.train.data_config = "pathquestion", "PQ-3H"
+  config.train.data_root = str(ROOT / "tests" / "data" / "pathquestion")
+  config.graph.singularize = False
+  data.load_training_data(config, dec, None, embedder=HashEmbed(), log=lambda *_: None)
+  config.train.data, config.train.data_root = saved
+  config.graph.singularize = True
   kb = scenekb.load("validation")
   graphloom.save_heads(graphloom.new_heads(config, dec, 384), tmp_path / "heads", config)
   # a trained text baseline's adapter too (baseline.tuned_prefix_len)

@@ -101,7 +101,8 @@ def test_triple_validation_in_constructor():
     ("glasses", "glass"), ("jeans", "jean"), ("Traffic_Lights", "traffic light"),
     ("  an   Apple. ", "apple"), ("children", "child"), ("wolves", "wolf"), ("mice", "mouse"),
     ("ladies", "lady"), ("boxesful", "boxful"), ("kiss", "kiss"), ("people", "people"),
-    ("benches", "bench"), ("dishes", "dish"), ("foxes", "fox"), ("a", "a"),
+    ("benches", "bench"), ("dishes", "dish"), ("foxes", "fox"), ("a", "a"), (".", "."),
+    (" ?! ", "?!"),
 ])
 def test_canonical_names(mention, expected):
   assert canonical.Canonicalizer()(mention) == expected

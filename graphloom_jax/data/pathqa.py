@@ -100,6 +100,11 @@ class Question:
     return self.paths[0]
 
   @property
+  def answer_texts(self) -> tuple[str, ...]:
+    """The gold answers as text (the name the other readers' questions use)."""
+    return self.answers
+
+  @property
   def topic(self) -> str:
     return self.path[0]
 

@@ -113,6 +113,19 @@ def answer_metrics(predicted: str | Sequence[str], gold: str | Sequence[str]) ->
   return em, float(np.round(np.mean(best), 2)) if best.size else 0.0
 
 
+def hits_at_1(predicted: str, gold: Sequence[str]) -> float:
+  """1.0 when the answer, normalised as `normalize_answer`, equals one of the gold answers
+  (alternatives, e.g. a PathQuestion answer set), else 0.0: Hits@1 of a text answer."""
+  got = normalize_answer(predicted)
+  return float(bool(got) and any(got == normalize_answer(g) for g in gold))
+
+
+def best_answer_metrics(predicted: str, gold: Sequence[str]) -> tuple[float, float]:
+  """(EM, F1) against the best-matching one of several alternative gold answers."""
+  scores = [answer_metrics(predicted, g) for g in gold]
+  return max(s[0] for s in scores), max(s[1] for s in scores)
+
+
 def mean_answer_metrics(predictions: Sequence, golds: Sequence) -> dict[str, float]:
   """Mean EM and F1 (in percent) over aligned lists of predictions and gold answers."""
   if len(predictions) != len(golds):
@@ -246,6 +259,16 @@ def option_logprob(logits: jax.Array, tokens: jax.Array, option_mask: jax.Array)
   count = jnp.sum(m, axis=-1)
   total = jnp.sum(jnp.where(m, tok, 0.0), axis=-1)
   return jnp.where(count > 0, total / jnp.maximum(count, 1), -jnp.inf)
+
+
+def greedy_match(logits: jax.Array, targets: jax.Array, steps: jax.Array) -> jax.Array:
+  """[N] whether greedy decoding would write the target: the argmax of logits [N, T, V] equals
+  targets [N, T] at every answer step (steps [N, T], the positions that predict the answer and
+  its EOS). Under teacher forcing each step sees the target prefix, which is what free greedy
+  decoding has fed back as long as every earlier step matched; so one forward pass scores the
+  greedy answer's exact match."""
+  right = (jnp.argmax(logits, axis=-1) == targets) | ~steps.astype(bool)
+  return jnp.all(right, axis=-1)
 
 
 def choose(scores: np.ndarray) -> np.ndarray:

@@ -39,9 +39,10 @@ ARTICLES = ("a", "an", "the")
 
 
 def normalize(text: str) -> str:
-  """Lowercase, underscores to spaces, whitespace folded, edge punctuation and article removed."""
-  t = re.sub(r"\s+", " ", text.replace("_", " ").lower()).strip()
-  t = t.strip(" .,;:!?\"'()[]{}")
+  """Lowercase, underscores to spaces, whitespace folded, edge punctuation and article removed
+  (a name that is only punctuation, such as the song title ".", keeps its punctuation)."""
+  folded = re.sub(r"\s+", " ", text.replace("_", " ").lower()).strip()
+  t = folded.strip(" .,;:!?\"'()[]{}") or folded
   words = t.split(" ")
   if len(words) > 1 and words[0] in ARTICLES:
     t = " ".join(words[1:])

@@ -97,9 +97,11 @@ def build_graph(triples: Any, *, config, kb_sources: Sequence = (),
                 ) -> tuple[nx.MultiDiGraph, list[Triple], list[str]]:
   """The graph part of `build`: (graph, its triples in a stable order, object names).
 
-  config: the full config (reads graph.tau_edge, graph.tau_kb, graph.kb_hops and
-  graph.kb_max_per_entity)."""
+  config: the full config (reads graph.tau_edge, graph.tau_kb, graph.kb_hops,
+  graph.kb_max_per_entity and, without a `canonicalizer`, graph.singularize)."""
   g = config.graph
+  if canonicalizer is None:
+    canonicalizer = canonical.Canonicalizer(singularize=g.singularize)
   where = f"instance {instance_id!r}" if instance_id else "triples"
   extracted, scene_objects = as_triples(triples, where)
   if not extracted:

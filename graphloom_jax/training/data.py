@@ -44,7 +44,7 @@ PREPARE_CHUNK = 64  # questions per pipeline call (bounds the batched query writ
 
 def featurize(system, kb, questions: Sequence, seq_len: int, log=lambda *_: None
               ) -> dict[str, np.ndarray]:
-  """Stacked features [N, ...] for the questions (see the module docstring).
+  """Stacked features [N, ...] for SceneKB questions (see the module docstring).
 
   system: a `pipeline.GraphLoom` (heads not needed) whose kb_sources hold the benchmark's
   knowledge source; kb: the benchmark (scene graphs by instance id)."""
@@ -55,43 +55,75 @@ def featurize(system, kb, questions: Sequence, seq_len: int, log=lambda *_: None
       if key not in q.extra:
         raise KeyError(f"question {q.qid!r}: record has no {key!r} (expected the SceneKB extra "
                        "fields)")
-  num_options = len(questions[0].extra["options"])
   graphs = {}
   for inst in sorted({q.extra["instance_id"] for q in questions}):
     graphs[inst] = system.instance_graph(kb.scene_graph(inst), instance_id=inst)
-  gold = [[dict(subject=s, relation=r, object=o) for s, r, o in q.extra["gold_triples"]]
-          for q in questions]
+  return featurize_rows(
+      system, questions, [graphs[q.extra["instance_id"]] for q in questions],
+      [[dict(subject=s, relation=r, object=o) for s, r, o in q.extra["gold_triples"]]
+       for q in questions],
+      [q.answer_texts[0] if q.answers else q.extra["options"][q.extra["answer_index"]]
+       for q in questions],
+      [(list(q.extra["options"]), q.extra["answer_index"]) for q in questions], seq_len, log)
+
+
+def featurize_paths(system, ds, questions: Sequence, seq_len: int, log=lambda *_: None
+                    ) -> dict[str, np.ndarray]:
+  """Stacked features [N, ...] for open-answer PathQuestion / WorldCup2014 questions
+  (`graphloom_jax.data.pathqa`): each question's instance graph (`ds.instance_triples`), its
+  answer path as the gold triples of the slot utility, its first gold answer as the target. No
+  option rows: validation scores the greedy answer (`trainer.eval_step`)."""
+  if not questions:
+    raise ValueError("featurize_paths: no questions given")
+  graphs = {}
+  for q in questions:  # paraphrases of one path share their instance graph
+    key = (q.topic, q.hops, q.facts)
+    if key not in graphs:
+      graphs[key] = system.instance_graph(ds.instance_triples(q), instance_id=q.qid)
+  return featurize_rows(
+      system, questions, [graphs[(q.topic, q.hops, q.facts)] for q in questions],
+      [[dict(subject=t.subject, relation=t.relation, object=t.object)
+        for t in ds.gold_triples(q)] for q in questions],
+      [q.answers[0] for q in questions], None, seq_len, log)
+
+
+def featurize_rows(system, questions: Sequence, graphs: Sequence, gold: Sequence,
+                   answers: Sequence[str], options: Sequence | None, seq_len: int,
+                   log=lambda *_: None) -> dict[str, np.ndarray]:
+  """The features of questions (with `qid` and `question`) given their instance graphs, gold
+  triples and target answers; `options`, per question (option texts, gold index), adds the
+  multiple-choice rows (all questions the same number of options), None leaves them out."""
   items = []
   for s in range(0, len(questions), PREPARE_CHUNK):
     chunk = questions[s:s + PREPARE_CHUNK]
-    items += system.prepare([q.question for q in chunk],
-                            [graphs[q.extra["instance_id"]] for q in chunk],
+    items += system.prepare([q.question for q in chunk], graphs[s:s + PREPARE_CHUNK],
                             gold=gold[s:s + PREPARE_CHUNK])
     log(f"featurised {s + len(chunk)} / {len(questions)} questions")
   fmt = system.fmt
   target = system.config.train.target
+  num_options = len(options[0][0]) if options is not None else 0
   rows = []
-  for q, it in zip(questions, items):
+  for j, (q, it) in enumerate(zip(questions, items)):
     where = f"question {q.qid!r}"
     # The prompt of the mode being trained (GraphLoom's, or a text baseline's with the same
     # retrieved subgraph as evidence lines).
     lines = [f"{t.verbalize()}." for t in it.evidence.triples] if target == "flat_rag_tuned" \
         else []
     prompt = prompts.mode_prompt_ids(fmt, target, q.question, lines)
-    answer = q.answer_texts[0] if q.answers else q.extra["options"][q.extra["answer_index"]]
-    row = prompts.token_row(prompt + fmt.answer_ids(answer), len(prompt), seq_len, fmt.pad,
+    row = prompts.token_row(prompt + fmt.answer_ids(answers[j]), len(prompt), seq_len, fmt.pad,
                             where)
-    options = list(q.extra["options"])
-    if len(options) != num_options:
-      raise ValueError(f"{where}: {len(options)} options, the first question has {num_options}")
+    rows.append(dict(**row, **it.evidence.arrays))
+    if options is None:
+      continue
+    texts, gold_index = options[j]
+    if len(texts) != num_options:
+      raise ValueError(f"{where}: {len(texts)} options, the first question has {num_options}")
     mc = [prompts.token_row(prompt + fmt.answer_ids(o), len(prompt), seq_len, fmt.pad,
-                            f"{where} option {j}") for j, o in enumerate(options)]
-    rows.append(dict(
-        **row, **it.evidence.arrays,
-        mc_tokens=np.stack([m["tokens"] for m in mc]),
-        mc_valid=np.stack([m["valid"] for m in mc]),
-        mc_option_mask=np.stack([m["output_mask"] for m in mc]),
-        answer_index=np.int32(q.extra["answer_index"])))
+                            f"{where} option {k}") for k, o in enumerate(texts)]
+    rows[-1].update(mc_tokens=np.stack([m["tokens"] for m in mc]),
+                    mc_valid=np.stack([m["valid"] for m in mc]),
+                    mc_option_mask=np.stack([m["output_mask"] for m in mc]),
+                    answer_index=np.int32(gold_index))
   return {k: np.stack([r[k] for r in rows]) for k in rows[0]}
 
 
@@ -111,18 +143,19 @@ def cache_key(system, questions, seq_len: int) -> str:
 
 
 def cached_featurize(cache_dir: str | os.PathLike | None, name: str, system, kb, questions,
-                     seq_len: int, log=print) -> dict[str, np.ndarray]:
-  """featurize with a checksummed .npz cache keyed by `cache_key`; a corrupt cache file is
-  reported and rebuilt."""
+                     seq_len: int, log=print, featurizer=None) -> dict[str, np.ndarray]:
+  """`featurizer(system, kb, questions, seq_len, log)` (default: SceneKB's `featurize`) with a
+  checksummed .npz cache keyed by `cache_key`; a corrupt cache file is reported and rebuilt."""
+  featurizer = featurizer or featurize
   if cache_dir is None:
-    return featurize(system, kb, questions, seq_len, log)
+    return featurizer(system, kb, questions, seq_len, log)
   path = pathlib.Path(cache_dir) / f"{name}-{cache_key(system, questions, seq_len)}.npz"
   if path.exists():
     try:
       return atomic.load_npz_checked(path)
     except ValueError as e:
       log(f"features cache {path} is unusable ({e}); rebuilding it")
-  arrays = featurize(system, kb, questions, seq_len, log)
+  arrays = featurizer(system, kb, questions, seq_len, log)
   path.parent.mkdir(parents=True, exist_ok=True)
   atomic.save_npz_checked(path, arrays)
   return arrays
@@ -141,8 +174,8 @@ def load_scenekb(config, decoder, cache_dir=None, embedder=None, log=print):
                      "at answering time on heads trained with the full system; train with the "
                      "defaults")
   if config.train.data != "scenekb":
-    raise ValueError(f"config.train.data={config.train.data!r}: only 'scenekb' (the embedded "
-                     "benchmark) is wired into training")
+    raise ValueError(f"config.train.data={config.train.data!r}: load_scenekb reads 'scenekb'; "
+                     "load_training_data picks the reader")
   root = config.train.data_root or None
   splits = {s: scenekb.load(s, root=root) for s in ("train", "validation")}
   embedder = embedder if embedder is not None else load_embedder(config.embedder.path or None)
@@ -157,6 +190,55 @@ def load_scenekb(config, decoder, cache_dir=None, embedder=None, log=print):
                                   log)
     log(f"{split}: {len(questions)} questions featurised in {time.time() - start:.1f}s")
   return out["train"], out["validation"]
+
+
+PATH_DATASETS = ("pathquestion", "wc2014")
+DATASETS = ("scenekb",) + PATH_DATASETS
+
+
+def load_pathqa(config, decoder, cache_dir=None, embedder=None, log=print):
+  """Training and validation features of a PathQuestion / WorldCup2014 dataset
+  (config.train.data, data_config, data_root, split_protocol, max_train_examples,
+  eval_examples, seq_len), open answers, no knowledge-base enrichment (the instance graph is
+  already the KB neighbourhood), cached in `cache_dir`."""
+  from graphloom_jax.data import pathquestion, wc2014
+  from graphloom_jax.models import load_embedder
+  from graphloom_jax.pipeline import GraphLoom
+  t = config.train
+  reader = {"pathquestion": pathquestion, "wc2014": wc2014}.get(t.data)
+  if reader is None:
+    raise ValueError(f"config.train.data={t.data!r}: load_pathqa reads {PATH_DATASETS}")
+  if t.data_config not in reader.NAMES:
+    raise ValueError(f"config.train.data_config={t.data_config!r}: expected one of "
+                     f"{reader.NAMES} for {t.data}")
+  if not t.data_root:
+    raise ValueError(f"config.train.data_root is empty: give the folder with the {t.data} "
+                     "release files")
+  if config.graph.singularize:
+    raise ValueError("config.graph.singularize=True would rename KB entities to singular forms "
+                     "('Hard Times' -> 'hard time') that are not their answers; set it to False "
+                     "(configs/pathquestion.py does)")
+  ds = reader.load(t.data_config, root=t.data_root)
+  embedder = embedder if embedder is not None else load_embedder(config.embedder.path or None)
+  system = GraphLoom(config, decoder, embedder, kb_sources=[])
+  out = {}
+  for split, limit in (("train", t.max_train_examples), ("validation", t.eval_examples)):
+    questions = ds.split(split, t.split_protocol)
+    questions = questions[:limit] if limit else questions
+    start = time.time()
+    out[split] = cached_featurize(cache_dir, f"{t.data_config}-{split}", system, ds, questions,
+                                  t.seq_len, log, featurizer=featurize_paths)
+    log(f"{split}: {len(questions)} questions featurised in {time.time() - start:.1f}s")
+  return out["train"], out["validation"]
+
+
+def load_training_data(config, decoder, cache_dir=None, embedder=None, log=print):
+  """The training and validation features `config.train.data` names (`DATASETS`)."""
+  if config.train.data == "scenekb":
+    return load_scenekb(config, decoder, cache_dir, embedder, log)
+  if config.train.data in PATH_DATASETS:
+    return load_pathqa(config, decoder, cache_dir, embedder, log)
+  raise ValueError(f"config.train.data={config.train.data!r}: expected one of {DATASETS}")
 
 
 class ArraySource:

@@ -179,9 +179,11 @@ def train_step(params, opt_state, rest, backbone_state, batch, *, heads_def, bac
 @functools.partial(jax.jit, static_argnames=("heads_def", "backbone_def", "model_call", "dtype"))
 def eval_step(params, rest, backbone_state, batch, *, heads_def, backbone_def,
               model_call: ModelCall, dtype):
-  """Validation: option scores [B, J], routed-slot faithfulness counts, first-step gates."""
-  _, _, r = _forward(heads_def, params, rest, backbone_def, backbone_state, batch, model_call,
-                     dtype)
+  """Validation: option scores [B, J] (multiple choice) or, for open answers (no option rows),
+  `greedy_match` [B] (`evaluation.answers.greedy_match`: greedy decoding would write the target
+  answer); routed-slot faithfulness counts, first-step gates."""
+  logits, _, r = _forward(heads_def, params, rest, backbone_def, backbone_state, batch,
+                          model_call, dtype)
   steps = batch["loss_mask"]
   useful = batch["slot_utility"] > 0.5
   act = r.active & steps[:, :, None]
@@ -190,6 +192,10 @@ def eval_step(params, rest, backbone_state, batch, *, heads_def, backbone_def,
   first = jnp.argmax(steps, axis=1)  # the step that predicts the first answer token
   gates = jnp.take_along_axis(r.gates, first[:, None, None], axis=1)[:, 0]
   scores_first = jnp.take_along_axis(r.scores, first[:, None, None], axis=1)[:, 0]
+  out = dict(faith_hits=faith_hits, faith_total=faith_total, gates=gates,
+             gate_logits=scores_first)
+  if "mc_tokens" not in batch:
+    return dict(out, greedy_match=answers.greedy_match(logits, batch["targets"], steps))
 
   b, j, t = batch["mc_tokens"].shape
   mc = dict(batch)
@@ -203,8 +209,7 @@ def eval_step(params, rest, backbone_state, batch, *, heads_def, backbone_def,
   logits, _, _ = _forward(heads_def, params, rest, backbone_def, backbone_state, mc, model_call,
                           dtype)
   option = answers.option_logprob(logits, mc["tokens"], batch["mc_option_mask"].reshape(b * j, t))
-  return dict(option_scores=option.reshape(b, j), faith_hits=faith_hits,
-              faith_total=faith_total, gates=gates, gate_logits=scores_first)
+  return dict(out, option_scores=option.reshape(b, j))
 
 
 # --------------------------------------------------------------------------- the trainer
@@ -464,7 +469,9 @@ class Trainer:
   # ---------------------------------------------------------------- evaluation
 
   def evaluate(self, arrays=None) -> dict[str, Any]:
-    """S_ans, S_faith, S_val and the gate ECE on validation arrays (default: the trainer's)."""
+    """S_ans, S_faith, S_val and the gate ECE on validation arrays (default: the trainer's).
+    S_ans is multiple-choice accuracy, or for open answers the share of questions whose greedy
+    answer is the first gold answer (exact match of tokens, EOS included)."""
     arrays = self.val_arrays if arrays is None else arrays
     n_correct, n, hits, total = 0, 0, 0, 0
     gates, utils, valids = [], [], []
@@ -474,8 +481,11 @@ class Trainer:
                       backbone_def=self.backbone_def, model_call=self.model_call,
                       dtype=self.dtype)
       out = jax.device_get(out)
-      choice = answers.choose(out["option_scores"][:real])
-      n_correct += int(np.sum(choice == batch["answer_index"][:real]))
+      if "greedy_match" in out:  # open answers: the greedy answer is the target
+        n_correct += int(np.sum(out["greedy_match"][:real]))
+      else:
+        choice = answers.choose(out["option_scores"][:real])
+        n_correct += int(np.sum(choice == batch["answer_index"][:real]))
       n += real
       hits += int(out["faith_hits"][:real].sum())
       total += int(out["faith_total"][:real].sum())
