@@ -87,6 +87,18 @@ def path_reader_name(kb_id: str) -> str:
   return readable(kb_id)
 
 
+def shuffled_partners(questions, seed: int = 0) -> dict:
+  """topic entity -> the question whose evidence its questions read under `shuffled`: the first
+  question of another topic (a derangement of the topics, `controls.partners`), so that no
+  question reads the evidence of a paraphrase of itself."""
+  topics = sorted({q.topic for q in questions})
+  first = {}
+  for q in questions:
+    first.setdefault(q.topic, q)
+  perm = controls.partners(["all"] * len(topics), seed=seed)
+  return {t: first[topics[p]] for t, p in zip(topics, perm)}
+
+
 def system_row(system: GraphLoom, ds, questions, row: str, batch: int, log=print) -> list[dict]:
   canon = canonical.Canonicalizer(singularize=system.config.graph.singularize)
   mode = "graphloom" if row in CONTROL_ROWS else row
@@ -98,14 +110,7 @@ def system_row(system: GraphLoom, ds, questions, row: str, batch: int, log=print
       graphs[key] = system.instance_graph(ds.instance_triples(q), instance_id=q.qid)
     return graphs[key]
 
-  partner = {}
-  if row == "shuffled":  # another topic entity's question (paraphrases share their evidence)
-    topics = sorted({q.topic for q in questions})
-    first = {}
-    for q in questions:
-      first.setdefault(q.topic, q)
-    perm = controls.partners(["all"] * len(topics), seed=0)
-    partner = {t: first[topics[p]] for t, p in zip(topics, perm)}
+  partner = shuffled_partners(questions) if row == "shuffled" else {}
   records, start = [], time.time()
   for s in range(0, len(questions), batch):
     qs = questions[s:s + batch]

@@ -1,0 +1,106 @@
+"""benchmarks/pathqa_rows on the PathQuestion / WorldCup2014 fixtures with the tiny config
+(random decoder and heads, hashed embeddings): every row type answers every question, each
+control changes what the memory reads as it says, scores follow answers.hits_at_1, and the
+report pairs rows on their questions."""
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+from benchmarks import pathqa_rows
+from configs import tiny
+from graphloom_jax.data import pathquestion, wc2014
+from graphloom_jax.evaluation import answers
+from graphloom_jax.graph import canonical
+from graphloom_jax.models import decoder as decoder_lib
+from graphloom_jax.pipeline import GraphLoom, graphloom
+
+from fakes import HashEmbed
+
+DATA = pathlib.Path(__file__).resolve().parent / "data"
+
+
+@pytest.fixture(scope="module")
+def system():
+  cfg = tiny.get_config()
+  cfg.graph.singularize = False
+  cfg.eval.max_new_tokens = 4
+  dec = decoder_lib.from_config(cfg.model)
+  return GraphLoom(cfg, dec, HashEmbed(), graphloom.new_heads(cfg, dec, 16, seed=1),
+                   kb_sources=[])
+
+
+def test_reader_rows_score_hits():
+  ds = pathquestion.load("PQ-2H", root=DATA / "pathquestion")
+  qs = ds.questions
+  rows = pathqa_rows.reader_row(ds, qs, "oracle", "line")
+  assert [r["qid"] for r in rows] == [q.qid for q in qs]
+  assert all(r["hits"] == 100.0 for r in rows)
+  for r, q in zip(rows, qs):
+    assert r["answer"] == q.answers[0]
+
+
+@pytest.mark.parametrize("row", ["no_retrieval", "flat_rag", "graphloom", "shuffled", "none",
+                                 "oracle"])
+def test_system_rows(system, row, monkeypatch):
+  ds = wc2014.load("WC-M", root=DATA / "wc2014")
+  qs = ds.questions
+  seen = []
+  answer_batch = system.answer_batch
+
+  def spy(questions, graphs, **kw):
+    seen.append((list(questions), kw.get("evidence"), kw["mode"]))
+    return answer_batch(questions, graphs, **kw)
+
+  monkeypatch.setattr(system, "answer_batch", spy)
+  records = pathqa_rows.system_row(system, ds, qs, row, batch=4, log=lambda *_: None)
+  assert [r["qid"] for r in records] == [q.qid for q in qs]
+  for r, q in zip(records, qs):
+    assert r["hits"] == 100.0 * answers.hits_at_1(r["answer"], q.answers)
+  evidence = [e for _, ev, _ in seen for e in (ev or [None] * len(_))]
+  modes = {m for _, _, m in seen}
+  assert modes == {"graphloom" if row in ("shuffled", "none", "oracle") else row}
+  canon = canonical.Canonicalizer(singularize=False)
+  if row == "none":
+    assert all(e == [] for e in evidence)
+  elif row == "oracle":
+    for e, q in zip(evidence, qs):
+      assert {t.key() for t in e} == {canon.triple(t).key() for t in ds.gold_triples(q)}
+  elif row == "shuffled":
+    partner = pathqa_rows.shuffled_partners(qs)
+    for e, q in zip(evidence, qs):  # the subgraph retrieved for the partner's question
+      p = partner[q.topic]
+      assert p.topic != q.topic
+      graph = system.instance_graph(ds.instance_triples(p), instance_id=p.qid)
+      want = system.prepare([p.question], [graph])[0].subgraph.edges
+      assert [t.key() for t in e] == [t.key() for t in want]
+  else:
+    assert all(e is None for e in evidence)
+
+
+def test_shuffled_partners_are_other_topics():
+  ds = pathquestion.load("PQ-2H", root=DATA / "pathquestion")
+  partner = pathqa_rows.shuffled_partners(ds.questions)
+  topics = {q.topic for q in ds.questions}
+  assert set(partner) == topics
+  assert all(p.topic != t for t, p in partner.items())
+  assert sorted(p.topic for p in partner.values()) == sorted(topics)  # a permutation
+
+
+def test_report_pairs_rows(tmp_path):
+  folder = tmp_path / "rows" / "X"
+  (folder / "seed0").mkdir(parents=True)
+  recs = lambda hits: [dict(qid=str(i), hits=h, em=h, f1=h, recall5=0.0, seconds=0.1)  # noqa
+                       for i, h in enumerate(hits)]
+  for name, hits in (("graphloom", [100.0, 0.0, 100.0, 100.0]),
+                     ("lexicon", [100.0, 100.0, 100.0, 100.0])):
+    r = recs(hits)
+    (folder / "seed0" / f"{name}.json").write_text(json.dumps(dict(
+        row=name, seed=0, metrics=pathqa_rows.metrics(r), records=r)))
+  text = pathqa_rows.write_report(folder)
+  assert "| graphloom | 1 | 75.0 |" in text
+  d = pathqa_rows.paired(recs([100.0, 0.0, 100.0, 100.0]), recs([100.0] * 4), resamples=500)
+  assert d["delta"] == -25.0 and d["lo"] <= -25.0 <= d["hi"]
+  assert np.isclose(pathqa_rows.metrics(recs([100.0, 0.0]))["hits"], 50.0)
