@@ -13,8 +13,10 @@ lexicon reader (graphloom_jax.graph.path_reader) on the same questions.
 Rows: `lexicon` and `oracle_path` (the readers of graph/path_reader, fitted on train), any
 answering mode of `pipeline.types` (`graphloom` needs --heads, a tuned mode --adapters), and the
 evidence controls of GraphLoom (`shuffled`: the subgraph retrieved for a question about another
-topic entity, over that question's instance graph; `none`: no evidence; `oracle`: the answer
-path's triples only).
+topic entity, over that question's instance graph; `none`: no evidence; `blind`: no evidence
+and no entity names in the fusion prefix; `oracle`: the answer path's triples only). Without an
+image, the fusion prefix's object tokens are the instance graph's entity names (the first
+`fusion.max_objects` in canonical order).
 """
 
 from __future__ import annotations
@@ -115,7 +117,7 @@ def system_row(system: GraphLoom, ds, questions, row: str, batch: int, log=print
   for s in range(0, len(questions), batch):
     qs = questions[s:s + batch]
     evidence = None
-    if row == "none":
+    if row in ("none", "blind"):
       evidence = [[] for _ in qs]
     elif row == "oracle":
       evidence = [controls.oracle_triples([t.key() for t in ds.gold_triples(q)],
@@ -127,8 +129,10 @@ def system_row(system: GraphLoom, ds, questions, row: str, batch: int, log=print
         if p.qid not in cache:
           cache[p.qid] = system.prepare([p.question], [graph(p)])[0].subgraph.edges
         evidence.append(cache[p.qid])
-    got = system.answer_batch([q.question for q in qs], [graph(q) for q in qs], mode=mode,
-                              evidence=evidence)
+    read = [graph(q) for q in qs]
+    if row == "blind":
+      read = [controls.without_objects(g) for g in read]
+    got = system.answer_batch([q.question for q in qs], read, mode=mode, evidence=evidence)
     for q, a in zip(qs, got):
       gold = {canon.triple(t).key() for t in ds.gold_triples(q)}
       online = sum(v for k, v in a.timings.items() if k != "instance_graph")

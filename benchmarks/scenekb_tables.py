@@ -12,8 +12,8 @@
 Rows (groups): tuned = no_retrieval_tuned, flat_rag_tuned (their adapters in --adapters, one per
 seed); main = symbolic (graph.lookup over the instance graph with the question's
 structured query: the non-learned ceiling; SceneKB v3), no_retrieval, flat_rag, graphloom
-(every --heads seed; mean +- std); controls = shuffled / no / oracle evidence for the trained
-heads (pipeline/controls.py);
+(every --heads seed; mean +- std); controls = shuffled / no / blind (no evidence, no object
+names) / oracle evidence for the trained heads (pipeline/controls.py);
 components = -interleaved, -corrective, -revision, -router, -KG-JSA++ (mode routed_text),
 -prefix; features = -retrieval_score, -context, -conf_ext, -centrality; knowledge = no KB
 enrichment (graph.kb_hops = 0); sensitivity = tau_edge, tau_kb, tau_eval, tau_ent at -20% / +20%;
@@ -100,6 +100,7 @@ GROUPS = {
     # Evidence controls (pipeline/controls.py): "control" is not a config key, run_row reads it.
     "controls": [("shuffled evidence", "graphloom", {"control": "shuffled"}),
                  ("no evidence", "graphloom", {"control": "none"}),
+                 ("no evidence, no object names", "graphloom", {"control": "blind"}),
                  ("oracle evidence", "graphloom", {"control": "oracle"})],
     "components": [
         ("-interleaved", "graphloom", {"retrieval.second_round": "none"}),
@@ -149,7 +150,7 @@ def control_evidence(system: GraphLoom, questions, graphs, control: str, pairing
   """The subgraph each question reads under an evidence control (pipeline/controls.py):
   shuffled, the subgraph retrieved for its partner (`pairing`, same family) over the partner's
   instance graph; none, nothing; oracle, its gold supporting triples."""
-  if control == "none":
+  if control in ("none", "blind"):
     return [[] for _ in questions]
   if control == "oracle":
     canon = canonical.Canonicalizer()
@@ -233,8 +234,10 @@ def run_row(system: GraphLoom, kb, questions, mode: str, truth, batch: int, log=
         graphs[i] = system.instance_graph(kb.scene_graph(i), instance_id=i)
     evidence = (control_evidence(system, qs, graphs, control, pairing, cache)
                 if control else None)
-    got += system.answer_batch([q.question for q in qs],
-                               [graphs[q.extra["instance_id"]] for q in qs],
+    read = [graphs[q.extra["instance_id"]] for q in qs]
+    if control == "blind":
+      read = [controls.without_objects(g) for g in read]
+    got += system.answer_batch([q.question for q in qs], read,
                                options=[q.extra["options"] for q in qs], mode=mode,
                                evidence=evidence)
     log(f"  {len(got)}/{len(questions)} questions, {time.time() - start:.0f}s")

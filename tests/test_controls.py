@@ -96,6 +96,24 @@ def test_each_control_changes_the_evidence_it_names(bench):
     want = [t.key() for t in mine.subgraph.edges]
     assert rec["recall5"] == scenekb_tables.recall_at(
         [Triple(*k) for k in want], q.extra["gold_triples"])
+  # blind: no evidence and no object names; the prefix's object tokens go, so scores move
+  graphs = [system.instance_graph(kb.scene_graph(q.extra["instance_id"])) for q in qs]
+  blind_graphs = [controls.without_objects(g) for g in graphs]
+  assert all(g.objects for g in graphs) and not any(g.objects for g in blind_graphs)
+  assert all(b.triples is g.triples for b, g in zip(blind_graphs, graphs))
+  blind = system.answer_batch([q.question for q in qs], blind_graphs,
+                              options=[q.extra["options"] for q in qs],
+                              evidence=[[] for _ in qs])
+  assert any(not np.allclose(a.option_scores, b.option_scores) for a, b in zip(none, blind))
+  spied = []
+  answer_batch = system.answer_batch
+  system.answer_batch = lambda qs_, gs, **kw: spied.extend(gs) or answer_batch(qs_, gs, **kw)
+  try:
+    scenekb_tables.run_row(system, kb, qs[:2], "graphloom", truth, batch=2, log=lambda s: 0,
+                           control="blind")
+  finally:
+    del system.answer_batch
+  assert spied and not any(g.objects for g in spied)
   with pytest.raises(ValueError, match="evidence lists"):
     _ask(system, kb, qs, evidence=[[]])
   with pytest.raises(TypeError, match="evidence of question 0"):

@@ -43,15 +43,16 @@ def test_reader_rows_score_hits():
 
 
 @pytest.mark.parametrize("row", ["no_retrieval", "flat_rag", "graphloom", "shuffled", "none",
-                                 "oracle"])
+                                 "blind", "oracle"])
 def test_system_rows(system, row, monkeypatch):
   ds = wc2014.load("WC-M", root=DATA / "wc2014")
   qs = ds.questions
-  seen = []
+  seen, objects = [], []
   answer_batch = system.answer_batch
 
   def spy(questions, graphs, **kw):
     seen.append((list(questions), kw.get("evidence"), kw["mode"]))
+    objects.extend(len(g.objects) for g in graphs)
     return answer_batch(questions, graphs, **kw)
 
   monkeypatch.setattr(system, "answer_batch", spy)
@@ -61,9 +62,11 @@ def test_system_rows(system, row, monkeypatch):
     assert r["hits"] == 100.0 * answers.hits_at_1(r["answer"], q.answers)
   evidence = [e for _, ev, _ in seen for e in (ev or [None] * len(_))]
   modes = {m for _, _, m in seen}
-  assert modes == {"graphloom" if row in ("shuffled", "none", "oracle") else row}
+  assert modes == {"graphloom" if row in ("shuffled", "none", "blind", "oracle") else row}
+  # the prefix's object tokens are the graph's entity names, except under `blind`
+  assert (max(objects) == 0) == (row == "blind")
   canon = canonical.Canonicalizer(singularize=False)
-  if row == "none":
+  if row in ("none", "blind"):
     assert all(e == [] for e in evidence)
   elif row == "oracle":
     for e, q in zip(evidence, qs):

@@ -9,6 +9,9 @@ the subgraph the memory (or a text mode's prompt) is built from, through
             a system that reads its evidence falls far below its own score here;
   none      no evidence: an empty slot bank and no evidence vectors in the fusion prefix (the
             prefix keeps the question and the scene's object names);
+  blind     no evidence and no object names (`without_objects`): the prefix reads the question
+            alone, so whatever the heads still answer right comes from the question and the
+            options;
   oracle    the gold supporting triples only (`oracle_triples`), an upper bound for a
             system that reads them: each with its confidence in the instance graph, or 1.0
             for a gold triple the instance graph filtered out.
@@ -18,6 +21,7 @@ control row describes the given subgraph.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Sequence
 
@@ -26,7 +30,13 @@ import numpy as np
 from graphloom_jax.graph.triples import Provenance, Triple
 from graphloom_jax.retrieval.subgraph import Subgraph, TriplePool
 
-CONTROLS = ("shuffled", "none", "oracle")
+CONTROLS = ("shuffled", "none", "blind", "oracle")
+
+
+def without_objects(graph):
+  """An instance graph (pipeline.instance.InstanceGraph) with no scene object names, for the
+  `blind` control; its triples and pool are the same objects."""
+  return dataclasses.replace(graph, objects=[])
 
 
 def partners(groups: Sequence[str], seed: int = 0) -> list[int]:
