@@ -32,6 +32,7 @@ from ml_collections import config_flags
 
 from graphloom_jax import atomic
 from graphloom_jax.data import pathquestion, wc2014
+from graphloom_jax.data.pathqa import readable
 from graphloom_jax.evaluation import answers
 from graphloom_jax.graph import canonical, path_reader
 from graphloom_jax.pipeline import GraphLoom, controls
@@ -79,14 +80,9 @@ def reader_row(ds, questions, reader: str, protocol: str) -> list[dict]:
   for q in questions:
     t0 = time.perf_counter()
     got = r.read(q, reader)
-    text = "" if got.answer is None else path_reader_name(got.answer)
+    text = "" if got.answer is None else readable(got.answer)
     out.append(_record(q, text, time.perf_counter() - t0))
   return out
-
-
-def path_reader_name(kb_id: str) -> str:
-  from graphloom_jax.data.pathqa import readable
-  return readable(kb_id)
 
 
 def shuffled_partners(questions, seed: int = 0) -> dict:
