@@ -37,22 +37,29 @@ from graphloom_jax.evaluation import answers
 from graphloom_jax.graph import canonical, path_reader
 from graphloom_jax.pipeline import GraphLoom, controls
 
-_CONFIG = config_flags.DEFINE_config_file("config", "configs/pathquestion.py",
-                                          "GraphLoom config (decoder, thresholds)")
-_DATA = flags.DEFINE_enum("data", "pathquestion", ["pathquestion", "wc2014"], "benchmark")
-_DATASET = flags.DEFINE_string("data_config", "PQL-3H", "dataset: PQ-2H ... WC-C")
-_DIR = flags.DEFINE_string("data_dir", None, "folder with the release files", required=True)
-_PROTOCOL = flags.DEFINE_enum("protocol", "path", ["path", "line"], "split protocol")
-_SPLIT = flags.DEFINE_enum("split", "test", ["validation", "test"], "split")
-_LIMIT = flags.DEFINE_integer("limit", 0, "first N questions of the split (0: all)")
-_HEADS = flags.DEFINE_string("heads", None, "trained GraphLoom heads (folder)")
-_ADAPTERS = flags.DEFINE_list("adapters", [], "mode=folder of a trained text adapter")
-_ROWS = flags.DEFINE_list("rows", ["lexicon", "no_retrieval", "flat_rag", "graphloom"],
-                          "rows to run")
-_SEED = flags.DEFINE_integer("seed", 0, "training seed of the heads (a label for the rows)")
-_BATCH = flags.DEFINE_integer("batch", 8, "questions per answer_batch call")
-_OUT = flags.DEFINE_string("out", "runs/pathqa_rows", "output folder")
-_REPORT = flags.DEFINE_bool("report", False, "only write report.md from the rows present")
+
+def _define_flags():
+  """The command line's flags, defined only when this file runs as a script: importing it
+  (tests do) defines none, so it never collides with other modules' flags."""
+  global _CONFIG, _DATA, _DATASET, _DIR, _PROTOCOL, _SPLIT, _LIMIT, _HEADS, _ADAPTERS, _ROWS, \
+      _SEED, _BATCH, _OUT, _REPORT
+  _CONFIG = config_flags.DEFINE_config_file("config", "configs/pathquestion.py",
+                                            "GraphLoom config (decoder, thresholds)")
+  _DATA = flags.DEFINE_enum("data", "pathquestion", ["pathquestion", "wc2014"], "benchmark")
+  _DATASET = flags.DEFINE_string("data_config", "PQL-3H", "dataset: PQ-2H ... WC-C")
+  _DIR = flags.DEFINE_string("data_dir", None, "folder with the release files", required=True)
+  _PROTOCOL = flags.DEFINE_enum("protocol", "path", ["path", "line"], "split protocol")
+  _SPLIT = flags.DEFINE_enum("split", "test", ["validation", "test"], "split")
+  _LIMIT = flags.DEFINE_integer("limit", 0, "first N questions of the split (0: all)")
+  _HEADS = flags.DEFINE_string("heads", None, "trained GraphLoom heads (folder)")
+  _ADAPTERS = flags.DEFINE_list("adapters", [], "mode=folder of a trained text adapter")
+  _ROWS = flags.DEFINE_list("rows", ["lexicon", "no_retrieval", "flat_rag", "graphloom"],
+                            "rows to run")
+  _SEED = flags.DEFINE_integer("seed", 0, "training seed of the heads (a label for the rows)")
+  _BATCH = flags.DEFINE_integer("batch", 8, "questions per answer_batch call")
+  _OUT = flags.DEFINE_string("out", "runs/pathqa_rows", "output folder")
+  _REPORT = flags.DEFINE_bool("report", False, "only write report.md from the rows present")
+
 
 READER_ROWS = {"lexicon": "lexicon", "oracle_path": "oracle"}
 CONTROL_ROWS = controls.CONTROLS
@@ -228,4 +235,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  _define_flags()
   app.run(main)

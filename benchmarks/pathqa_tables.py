@@ -24,10 +24,16 @@ from absl import app, flags
 from graphloom_jax.data import pathqa, pathquestion, wc2014
 from graphloom_jax.graph.path_reader import READERS, PathReader
 
-_PQ = flags.DEFINE_string("pathquestion_dir", None, "folder with the PathQuestion release files")
-_WC = flags.DEFINE_string("wc2014_dir", None, "folder with the WorldCup2014 release files")
-_OUT = flags.DEFINE_string("out", "benchmarks/results/pathqa", "output folder")
-_RESAMPLES = flags.DEFINE_integer("resamples", 10_000, "bootstrap resamples")
+
+def _define_flags():
+  """The command line's flags, defined only when this file runs as a script: importing it
+  (tests do) defines none, so it never collides with other modules' flags."""
+  global _PQ, _WC, _OUT, _RESAMPLES
+  _PQ = flags.DEFINE_string("pathquestion_dir", None, "folder with the PathQuestion release files")
+  _WC = flags.DEFINE_string("wc2014_dir", None, "folder with the WorldCup2014 release files")
+  _OUT = flags.DEFINE_string("out", "benchmarks/results/pathqa", "output folder")
+  _RESAMPLES = flags.DEFINE_integer("resamples", 10_000, "bootstrap resamples")
+
 
 # Published Hits@1, as collected by the KGQA leaderboard (github.com/KGQA/leaderboard,
 # freebase/path_question.md), with who reported each figure. All use random splits by line.
@@ -154,4 +160,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  _define_flags()
   app.run(main)

@@ -134,3 +134,22 @@ def test_default_config_is_used_from_another_directory(outside):
   assert "Flags parsing error" not in out
   rc, out = _run("launch.answer", ["--config=configs/tiny.py", "--num_questions=0"], outside)
   assert "--num_questions=0: must be >= 1" in out and "Flags parsing error" not in out
+
+
+def test_modules_the_tests_import_define_no_colliding_flags():
+  """pytest-xdist puts any two test files in one process, so every launcher or benchmark module
+  a test imports must be importable together with all the others: one that defines its flags at
+  import time may not reuse a name another defines (the failure is a DuplicateFlagError in
+  whichever test happens to import second)."""
+  import re
+  pattern = re.compile(r"^\s*from (launch|benchmarks) import ([\w, ]+?)(?: as \w+)?$", re.M)
+  modules = sorted({f"{package}.{name.strip()}"
+                    for path in (ROOT / "tests").glob("*.py")
+                    for package, names in pattern.findall(path.read_text())
+                    for name in names.split(",")})
+  assert "benchmarks.pathqa_rows" in modules and "launch.common" in modules
+  code = "import importlib\nfor m in %r:\n  importlib.import_module(m)\n" % (modules,)
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                        text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-2000:]
