@@ -1,4 +1,4 @@
-"""Distractor-pool scaling (MISSION.md section 8, issue 4 item 9): SceneKB questions retrieved
+"""Distractor-pool scaling (docs/method.md §8, issue 4 item 9): SceneKB questions retrieved
 from the instance graphs mixed with 10k, 100k and 1M real WordNet 3.0 triples, with the exact
 index (the oracle) and ScaNN at its shipped defaults.
 

@@ -1,4 +1,4 @@
-"""Shared defaults for every configuration (MISSION.md values).
+"""Shared defaults for every configuration (docs/method.md).
 
 Each concrete config (`tiny.py`, `smollm2.py`, `llama3_8b.py`) starts from `get_base_config()`
 and overrides the model section. Sections:

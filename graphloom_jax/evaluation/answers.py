@@ -2,7 +2,7 @@
 
 Shapes: B batch, J options, T sequence length, V vocabulary.
 
-Multiple choice (MISSION.md section 5): option j of a question is scored
+Multiple choice (docs/method.md §5): option j of a question is scored
   score_j = (1 / |o_j|) sum_i log p(o_j,i | memory, Q, o_j,<i)
 from one forward pass over [prompt ; option] per option, and the choice is argmax_j (ties go to
 the lower option index). `score_options` takes any `logits_fn(tokens, valid) -> [N, T, V]` so the

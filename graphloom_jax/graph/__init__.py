@@ -1,5 +1,5 @@
-"""Graph construction (MISSION.md §1): the triple schema and its IO, REBEL parsing, scene graphs,
-canonicalisation, the instance graph, knowledge-base loaders and enrichment
+"""Graph construction (docs/method.md §1): the triple schema and its IO, REBEL parsing, scene
+graphs, canonicalisation, the instance graph, knowledge-base loaders and enrichment
 (`graphloom_jax.graph.enrich.enrich`)."""
 
 from graphloom_jax.graph.canonical import Canonicalizer, Morphy, canonicalize, merge_duplicates

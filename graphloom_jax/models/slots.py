@@ -1,4 +1,4 @@
-"""HieraSlot memories: entity and relation slots from a retrieved subgraph (MISSION.md section 3).
+"""HieraSlot memories: entity and relation slots from a retrieved subgraph (docs/method.md §3).
 
 Shapes: B batch, M slot-bank size (2 x triples), E text-embedding width, D model width,
 F slot features.

@@ -1,4 +1,4 @@
-"""Per-step attention cost of dense decoding vs KG-JSA++ (MISSION.md section 4).
+"""Per-step attention cost of dense decoding vs KG-JSA++ (docs/method.md §4).
 
 Counting convention (one decoding step, one query token, per layer):
   - t is the number of keys dense causal attention reads at that step: the cache length
@@ -63,8 +63,8 @@ def decode_step_cost(t, *, prefix_len=32, active_slots=4, sparse_budget=88, num_
                      num_kv_heads=3, head_dim=64, num_layers=1, block_size=16):
   """Dense vs KG-JSA++ attention FLOPs of one decoding step at cache length t.
 
-  Defaults are MISSION.md's budgets and SmolLM2-135M's attention shapes (9 heads, 3 kv heads,
-  head dim 64); pass num_layers=30 for the whole SmolLM2 stack.
+  Defaults are the budgets of docs/method.md §4 and SmolLM2-135M's attention shapes (9 heads,
+  3 kv heads, head dim 64); pass num_layers=30 for the whole SmolLM2 stack.
   """
   if t < 1:
     raise ValueError(f"t must be >= 1 (the current token is in the cache); got {t}")

@@ -1,4 +1,4 @@
-"""Reliability routing of HieraSlot memories (MISSION.md section 3) and reliability calibration.
+"""Reliability routing of HieraSlot memories (docs/method.md §3) and reliability calibration.
 
 Shapes: B batch, T query length, M slots, R router width, F slot features, V visual width,
 N calibration samples.

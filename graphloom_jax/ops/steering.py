@@ -10,7 +10,7 @@ N hard negatives per query (padded).
   additive_steer(q, h_ctx)                                           -> [B,D]
   info_nce(queries, positives, hard_negatives, hard_mask, ...)       -> scalar loss
 
-h_ctx = sum_i softmax_i(q . e_i / tau) e_i over the unmasked evidence (MISSION.md section 7);
+h_ctx = sum_i softmax_i(q . e_i / tau) e_i over the unmasked evidence (docs/method.md §7);
 an all-masked row gives h_ctx = 0, and every function here maps h_ctx = 0 to the unsteered query
 without producing NaN values or NaN gradients.
 """

@@ -10,7 +10,7 @@ jointly to prefix, active slots and their own cache. Training (`training.trainer
 both call it.
 
 `score_rows` runs it on [prompt ; text ; EOS] rows: the length-normalised log-likelihood of the
-text (multiple-choice options; MISSION.md section 5) and the router's gates and active set at
+text (multiple-choice options; docs/method.md §5) and the router's gates and active set at
 every position (the answer's citations).
 
 On a mesh (`pipeline.sharding`; `mesh=` of `score_rows`, `score_text_rows` and `generate`) the

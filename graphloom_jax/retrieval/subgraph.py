@@ -1,4 +1,4 @@
-"""Bounded subgraph retrieval (MISSION.md §2).
+"""Bounded subgraph retrieval (docs/method.md §2).
 
 Shapes: E triples in the pool, D embedding width, K seeds.
 

@@ -1,4 +1,4 @@
-"""GraphLoom's training objective (MISSION.md section 6).
+"""GraphLoom's training objective (docs/method.md §6).
 
 Shapes: B batch, T sequence length, V vocabulary, M slots, L_m memory layers, N heads.
 

@@ -1,4 +1,4 @@
-"""GraphLoom training with a frozen backbone (MISSION.md section 6).
+"""GraphLoom training with a frozen backbone (docs/method.md §6).
 
 Shapes: B micro-batch, T sequence length, V vocabulary, M slots, J options, L_m memory layers,
 N heads.
