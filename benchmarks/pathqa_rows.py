@@ -74,11 +74,13 @@ def recall_at(retrieved, gold_keys, k: int = 5) -> float:
   return len(top & gold_keys) / len(gold_keys) if gold_keys else 0.0
 
 
-def _record(q, text: str, seconds: float, retrieved=(), gold_keys=frozenset()) -> dict:
+def _record(q, text: str, seconds: float, retrieved=None, gold_keys=frozenset()) -> dict:
+  """One question's scores; R@5 (`recall5`) only for rows whose answer reads the retrieved
+  subgraph (`retrieved` not None), else None: a reader or a no-retrieval mode has no R@5."""
   em, f1 = answers.best_answer_metrics(text, q.answers)
+  recall5 = None if retrieved is None else 100.0 * recall_at(list(retrieved), gold_keys)
   return dict(qid=q.qid, answer=text, gold=list(q.answers), hits=100.0 * answers.hits_at_1(
-      text, q.answers), em=100.0 * em, f1=100.0 * f1, recall5=100.0 * recall_at(
-          list(retrieved), gold_keys), seconds=seconds)
+      text, q.answers), em=100.0 * em, f1=100.0 * f1, recall5=recall5, seconds=seconds)
 
 
 def reader_row(ds, questions, reader: str, protocol: str) -> list[dict]:
@@ -139,15 +141,18 @@ def system_row(system: GraphLoom, ds, questions, row: str, batch: int, log=print
     for q, a in zip(qs, got):
       gold = {canon.triple(t).key() for t in ds.gold_triples(q)}
       online = sum(v for k, v in a.timings.items() if k != "instance_graph")
-      records.append(_record(q, a.text, online, a.retrieved, gold))
+      reads = mode not in ("no_retrieval", "no_retrieval_tuned")
+      records.append(_record(q, a.text, online, a.retrieved if reads else None, gold))
     log(f"  {row}: {len(records)}/{len(questions)} questions, {time.time() - start:.0f}s")
   return records
 
 
 def metrics(records: list[dict]) -> dict:
+  """Means over the questions (R@5 None for rows that read no retrieval)."""
+  recall = [r["recall5"] for r in records if r.get("recall5") is not None]
   return dict(questions=len(records),
-              **{k: float(np.mean([r[k] for r in records])) for k in ("hits", "em", "f1",
-                                                                         "recall5")},
+              **{k: float(np.mean([r[k] for r in records])) for k in ("hits", "em", "f1")},
+              recall5=float(np.mean(recall)) if recall else None,
               seconds_per_question=statistics.median(r["seconds"] for r in records))
 
 
@@ -188,7 +193,8 @@ def write_report(folder: pathlib.Path) -> str:
 
   for name, runs in rows.items():
     m = [r["metrics"] for r in runs]
-    cell = lambda k: f"{np.mean([x[k] for x in m]):.1f}"  # noqa: E731
+    cell = lambda k: ("-" if any(x.get(k) is None for x in m)  # noqa: E731
+                      else f"{np.mean([x[k] for x in m]):.1f}")
     lines.append(f"| {name} | {len(runs)} | {cell('hits')} | {cell('em')} | {cell('f1')} | "
                  f"{cell('recall5')} | {np.mean([x['seconds_per_question'] for x in m]):.2f} | "
                  f"{delta(name, 'graphloom')} | {delta(name, 'lexicon')} |")

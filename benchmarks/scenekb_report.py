@@ -221,8 +221,9 @@ def _learning(path, workdirs):
   return path, curves
 
 
-def write(out: pathlib.Path, workdirs: list[pathlib.Path]) -> pathlib.Path:
-  from benchmarks.scenekb_tables import GROUPS
+def write(out: pathlib.Path, workdirs: list[pathlib.Path], groups: dict) -> pathlib.Path:
+  """report.md (and its figures) in `out` from the rows there; `groups`: the row groups of
+  `scenekb_tables.GROUPS` (name -> rows), in the order the report lists them."""
   found = _load_rows(out)
   md = [f"# SceneKB tables ({out.name})", "",
         "Made by `python -m benchmarks.scenekb_tables --report` from the rows under `rows/`; "
@@ -243,7 +244,7 @@ def write(out: pathlib.Path, workdirs: list[pathlib.Path]) -> pathlib.Path:
   for split, (rows, cal) in found.items():
     md += [f"## {split}", ""]
     summary[split] = {"rows": {}, "calibration": cal}
-    for group, spec in GROUPS.items():
+    for group, spec in groups.items():
       names = [n for n, *_ in spec]
       if group != "main":
         names = ["graphloom"] + names
@@ -278,7 +279,7 @@ def write(out: pathlib.Path, workdirs: list[pathlib.Path]) -> pathlib.Path:
     plots = {
         "ablations": _bars(out / f"{split}-ablations.png", summary[split]["rows"],
                            [n for g in ("components", "features", "knowledge")
-                            for n, *_ in GROUPS[g]]),
+                            for n, *_ in groups[g]]),
         "reliability": _reliability(out / f"{split}-reliability.png", cal),
         "sensitivity": _sensitivity(out / f"{split}-sensitivity.png", rows),
     }

@@ -45,6 +45,7 @@ import numpy as np
 from absl import app, flags
 from ml_collections import config_flags
 
+from benchmarks import scenekb_report
 from graphloom_jax import atomic
 from graphloom_jax.data import scenekb
 from graphloom_jax.evaluation import answers, calibration, hallucination
@@ -392,8 +393,7 @@ def main(argv):
     select_prompt(base, root, out, _NUM.value, _BATCH.value, _STYLES.value)
     return
   if _REPORT.value:
-    from benchmarks import scenekb_report
-    scenekb_report.write(out, [pathlib.Path(w) for w in _WORKDIRS.value])
+    scenekb_report.write(out, [pathlib.Path(w) for w in _WORKDIRS.value], GROUPS)
     return
   chosen = out / "prompt_selection.json"
   if chosen.exists():

@@ -7,6 +7,8 @@
       --triples_file=scene.jsonl                          # your own question (triples JSONL,
                                                           # or a VG scene graph .json)
   python -m launch.answer --predictions=out.jsonl         # every Answer, provenance included
+  python -m launch.answer --explain_dir=explain           # per answer: its subgraph as GraphML,
+                                                          # a picture of it, its router gates
 
 Per question it prints the answer, the triples it cites (routed slots at the answer steps with
 their gates and sources) and whether verification passed; at the end EM / F1 (MMQA scorer),
@@ -17,6 +19,7 @@ claims the verifier supports, the corrective actions taken and the median second
 import collections
 import json
 import pathlib
+import re
 import time
 
 import numpy as np
@@ -26,6 +29,7 @@ from tqdm import tqdm
 from graphloom_jax import atomic
 from graphloom_jax.data import scenekb
 from graphloom_jax.evaluation import answers as metrics
+from graphloom_jax.graph import export
 from graphloom_jax.graph.scene_graph import read_scene_graphs
 from graphloom_jax.graph.triples import read_triples
 from graphloom_jax.pipeline import MODES, STAGES, GraphLoom
@@ -44,6 +48,9 @@ flags.DEFINE_string("predictions", None, "write every Answer as JSONL here")
 flags.DEFINE_string("question", None, "answer your own question (with --triples_file)")
 flags.DEFINE_string("triples_file", None, "triples (.jsonl / .json) or a VG scene graph (.json)")
 flags.DEFINE_list("options", None, "optional answer options for --question")
+flags.DEFINE_string("explain_dir", None, "write per answer DIR/<qid>.graphml (its retrieved "
+                    "subgraph with gates and citations), DIR/<qid>_subgraph.png and "
+                    "DIR/<qid>_gates.png (<qid>_<mode> with --compare; 0 for --question)")
 FLAGS = flags.FLAGS
 
 
@@ -122,6 +129,8 @@ def check_flags(config):
                              "WORKDIR/heads)")
   if FLAGS.predictions is not None:
     common.check_output_file("predictions", FLAGS.predictions)
+  if FLAGS.explain_dir is not None:
+    common.check_output_dir("explain_dir", FLAGS.explain_dir)
   if FLAGS.question is None:
     for name in ("triples_file", "options"):
       if FLAGS[name].present:
@@ -152,6 +161,24 @@ def check_flags(config):
     raise app.UsageError(f"--triples_file={FLAGS.triples_file}: {e}") from None
 
 
+def write_explanations(answers, names, directory) -> int:
+  """Per answer, under `directory`: <name>.graphml (`graph.export.answer_graph`),
+  <name>_subgraph.png and <name>_gates.png; a name is reduced to [A-Za-z0-9._-] (duplicates get
+  "_<index>"). Returns how many answers were written."""
+  directory = pathlib.Path(directory)
+  used = set()
+  for i, (answer, name) in enumerate(zip(answers, names, strict=True)):
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", str(name)).strip("._") or str(i)
+    if stem in used:
+      stem = f"{stem}_{i}"
+    used.add(stem)
+    graph = export.answer_graph(answer)
+    export.write_graphml(graph, directory / f"{stem}.graphml")
+    export.draw_subgraph(graph, directory / f"{stem}_subgraph.png")
+    export.draw_gates(answer, directory / f"{stem}_gates.png")
+  return len(answers)
+
+
 def answer_own(system, triples):
   answer = system.answer(FLAGS.question, triples, options=FLAGS.options, mode=FLAGS.mode)
   print(FLAGS.question)
@@ -169,6 +196,7 @@ def main(argv):
         f"{FLAGS.heads}, loaded in {time.time() - start:.1f}s")
   if FLAGS.question is not None:
     answers = answer_own(system, own_triples)
+    names = ["0"]
   else:
     kb = scenekb.load(FLAGS.split)
     system.kb_sources = [kb.kb_source()]
@@ -179,7 +207,7 @@ def main(argv):
       graphs[inst] = (system.instance_graph(kb.scene_graph(inst), instance_id=inst),
                       time.perf_counter() - t0)
     modes = MODES if FLAGS.compare else (FLAGS.mode,)
-    rows, answers = [], []
+    rows, answers, names = [], [], []
     for mode in modes:
       got = []
       bar = tqdm(range(0, len(questions), FLAGS.batch_size), desc=mode, unit="batch")
@@ -195,11 +223,15 @@ def main(argv):
         got += out
       rows.append(summary(mode, got, questions))
       answers += got
+      names += [q.qid + (f"_{mode}" if FLAGS.compare else "") for q in questions]
     print_summary(rows, len(questions), FLAGS.split)
   if FLAGS.predictions:
     atomic.atomic_write_text(FLAGS.predictions,
                              "".join(json.dumps(a.to_json()) + "\n" for a in answers))
     print(f"wrote {len(answers)} answers to {FLAGS.predictions}")
+  if FLAGS.explain_dir:
+    n = write_explanations(answers, names, FLAGS.explain_dir)
+    print(f"wrote the subgraphs and gates of {n} answers to {FLAGS.explain_dir}")
 
 
 if __name__ == "__main__":

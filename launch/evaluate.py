@@ -31,6 +31,7 @@ import pathlib
 
 from absl import app, flags
 
+from graphloom_jax import provenance
 from graphloom_jax.evaluation import sharded
 from graphloom_jax.pipeline import MODES, sharding
 from graphloom_jax.pipeline.graphloom import HEADS_DIR
@@ -98,6 +99,7 @@ def main(argv):
     evaluation.wait_for_shards(FLAGS.wait_timeout_s)
     metrics = evaluation.gather()
     print(json.dumps({k: v for k, v in metrics.items() if not isinstance(v, dict)}, indent=1))
+    provenance.write(out, config)
     print(f"wrote {out / sharded.PREDICTIONS} and {out / sharded.METRICS}")
   if procs.distributed:
     import jax

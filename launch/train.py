@@ -22,7 +22,7 @@ import pathlib
 
 from absl import app, flags, logging
 
-from graphloom_jax import atomic
+from graphloom_jax import atomic, provenance
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.models import heads as heads_lib
 from graphloom_jax.pipeline import save_heads
@@ -60,6 +60,7 @@ def main(argv):
   lock = trainer.WorkdirLock(workdir)
   try:
     atomic.atomic_write_text(workdir / "config.json", config.to_json_best_effort(indent=2))
+    provenance.write(workdir, config)
     decoder = decoder_lib.from_config(config.model)
     train_arrays, val_arrays = data.load_training_data(config, decoder, workdir / "features")
   except BaseException:
@@ -72,7 +73,8 @@ def main(argv):
     # The best heads (else the latest) as a standalone checkpoint for GraphLoom.from_config.
     t.restore("best") or t.restore("latest")
     save_heads(t.heads(), workdir / "heads", config,
-               {"step": t.step, "best_s_val": t.best, "decoder": decoder.source,
+               {"step": t.step, "best_s_val": t.best,
+                "decoder": provenance.portable_path(decoder.source),
                 "target": config.train.target, "parameters": t.num_params})
   finally:
     t.close()

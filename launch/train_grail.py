@@ -13,6 +13,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from graphloom_jax import provenance
 from graphloom_jax.training import grail_train
 from launch import common
 
@@ -33,6 +34,7 @@ def main(argv):
   if _CONFIG.value.embedder.path:
     common.check_weights("config.embedder.path", _CONFIG.value.embedder.path, allowed=())
   logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
+  provenance.write(_OUTPUT_DIR.value, _CONFIG.value)
   _, _, history = grail_train.train_from_config(_CONFIG.value, _OUTPUT_DIR.value)
   for phase, h in history.items():
     if isinstance(h, dict) and "best_val_loss" in h:

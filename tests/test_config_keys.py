@@ -1,4 +1,4 @@
-"""Honest config: every key of configs/base.py (tiny config) is read during a tiny GraphLoom
+"""Honest config: every key of graphloom_jax/defaults.py (tiny config) is read during a tiny GraphLoom
 answer plus training featurisation and one training step; an unknown key on the
 command line is an error that names it."""
 

@@ -1,10 +1,10 @@
 """`python -m launch.evaluate` on the tiny config (random decoder, random heads, 16 SceneKB
 validation questions in 2 shards of 8), run as subprocesses: 1 device, 2 processes x 4 devices
-(jax.distributed on localhost) and 8 devices not used by the pipeline (mesh 1 x 1) write
-byte-identical predictions.jsonl and metrics.json; 8 devices data-parallel (mesh 8 x 1) and a
-2 x 4 data x model mesh write the same metrics.json and the same predictions up to float32
-rounding of the scores (texts, choices, citations and claims equal; reductions split over
-devices add in another order), and their runs record the mesh; a run killed with SIGKILL
+(jax.distributed on localhost) and 8 devices not used by the pipeline (mesh 1 x 1), 8 devices
+data-parallel (mesh 8 x 1) and a 2 x 4 data x model mesh write byte-identical metrics.json and
+the same predictions: texts, choices, cited and retrieved triples and claims exactly, scores up
+to float32 rounding (each device count is its own XLA executable, and a reduction split over
+devices adds in another order), and their runs record the mesh; a run killed with SIGKILL
 after its first shard, resumed by two processes sharing the folder without a coordinator,
 neither recomputes that shard nor duplicates or loses a prediction; metrics.json equals a recomputation from predictions.jsonl with the scorers. The
 library (graphloom_jax.evaluation.sharded) is tested in-process: the shard plan, refused
@@ -79,6 +79,15 @@ def _rows(out):
   return [json.loads(l) for l in (out / sharded.PREDICTIONS).read_text().splitlines()]
 
 
+def _exact(row) -> tuple:
+  """What must not depend on the device count: the answers, the choice, the cited and retrieved
+  triples and the claims' texts and verdicts."""
+  spo = lambda t: (t["subject"], t["relation"], t["object"])
+  return (row["qid"], row["text"], row["choice"], row["supported"],
+          [spo(e) for e in row["evidence"]], [spo(t) for t in row["retrieved"]],
+          [(c["text"], c["supported"]) for c in row["claims"]])
+
+
 def _free_port() -> int:
   with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
@@ -102,15 +111,14 @@ def test_data_and_model_parallel_meshes_give_the_same_predictions(single, cache,
                                                f"--config.mesh.model={mesh[1]}"]))
   assert (out / sharded.METRICS).read_bytes() == (single / sharded.METRICS).read_bytes()
   got, want = _rows(out), _rows(single)
-  assert [r["text"] for r in got] == [r["text"] for r in want]
-  assert [r["choice"] for r in got] == [r["choice"] for r in want]
+  assert [_exact(r) for r in got] == [_exact(r) for r in want]
   same_json(got, want)
   assert _run_json(out)["devices"] == {"backend": "cpu", "local": 8, "global": 8,
                                        "mesh": {"data": mesh[0], "model": mesh[1]}}
 
 
-def test_one_device_eight_devices_and_two_processes_write_identical_files(single, cache,
-                                                                           tmp_path):
+def test_one_device_eight_devices_and_two_processes_write_the_same_predictions(single, cache,
+                                                                              tmp_path):
   eight = tmp_path / "eight"
   _finish(_start(eight, cache, devices=8))
   two = tmp_path / "two"
@@ -118,10 +126,15 @@ def test_one_device_eight_devices_and_two_processes_write_identical_files(single
   procs = [_start(two, cache, devices=4, extra=flags + [f"--process_id={i}"]) for i in (1, 0)]
   for p in procs:
     _finish(p)
-  for name in OUTPUTS:
-    reference = (single / name).read_bytes()
-    assert (eight / name).read_bytes() == reference, name
-    assert (two / name).read_bytes() == reference, name
+  # metrics.json (computed from texts and choices), the texts, choices and citations are exact;
+  # scores agree to float32 rounding: each device count and topology is its own XLA
+  # executable, which need not order a reduction the same way on every machine.
+  want = _rows(single)
+  for out in (eight, two):
+    assert (out / sharded.METRICS).read_bytes() == (single / sharded.METRICS).read_bytes()
+    got = _rows(out)
+    assert [_exact(r) for r in got] == [_exact(r) for r in want]
+    same_json(got, want)
   one = {"data": 1, "model": 1}
   assert _run_json(single)["devices"] == {"backend": "cpu", "local": 1, "global": 1,
                                           "mesh": one}

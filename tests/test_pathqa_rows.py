@@ -37,7 +37,7 @@ def test_reader_rows_score_hits():
   qs = ds.questions
   rows = pathqa_rows.reader_row(ds, qs, "oracle", "line")
   assert [r["qid"] for r in rows] == [q.qid for q in qs]
-  assert all(r["hits"] == 100.0 for r in rows)
+  assert all(r["hits"] == 100.0 and r["recall5"] is None for r in rows)
   for r, q in zip(rows, qs):
     assert r["answer"] == q.answers[0]
 
@@ -60,6 +60,10 @@ def test_system_rows(system, row, monkeypatch):
   assert [r["qid"] for r in records] == [q.qid for q in qs]
   for r, q in zip(records, qs):
     assert r["hits"] == 100.0 * answers.hits_at_1(r["answer"], q.answers)
+    # R@5 only where the answer reads the retrieved subgraph
+    assert (r["recall5"] is None) == (row == "no_retrieval")
+    if row in ("none", "blind"):
+      assert r["recall5"] == 0.0
   evidence = [e for _, ev, _ in seen for e in (ev or [None] * len(_))]
   modes = {m for _, _, m in seen}
   assert modes == {"graphloom" if row in ("shuffled", "none", "blind", "oracle") else row}
@@ -95,15 +99,16 @@ def test_shuffled_partners_are_other_topics():
 def test_report_pairs_rows(tmp_path):
   folder = tmp_path / "rows" / "X"
   (folder / "seed0").mkdir(parents=True)
-  recs = lambda hits: [dict(qid=str(i), hits=h, em=h, f1=h, recall5=0.0, seconds=0.1)  # noqa
-                       for i, h in enumerate(hits)]
+  recs = lambda hits, r5=0.0: [dict(qid=str(i), hits=h, em=h, f1=h, recall5=r5,  # noqa
+                                   seconds=0.1) for i, h in enumerate(hits)]
   for name, hits in (("graphloom", [100.0, 0.0, 100.0, 100.0]),
                      ("lexicon", [100.0, 100.0, 100.0, 100.0])):
-    r = recs(hits)
+    r = recs(hits, 50.0 if name == "graphloom" else None)
     (folder / "seed0" / f"{name}.json").write_text(json.dumps(dict(
         row=name, seed=0, metrics=pathqa_rows.metrics(r), records=r)))
   text = pathqa_rows.write_report(folder)
-  assert "| graphloom | 1 | 75.0 |" in text
+  assert "| graphloom | 1 | 75.0 | 75.0 | 75.0 | 50.0 |" in text
+  assert "| lexicon | 1 | 100.0 | 100.0 | 100.0 | - |" in text  # a reader reads no retrieval
   d = pathqa_rows.paired(recs([100.0, 0.0, 100.0, 100.0]), recs([100.0] * 4), resamples=500)
   assert d["delta"] == -25.0 and d["lo"] <= -25.0 <= d["hi"]
   assert np.isclose(pathqa_rows.metrics(recs([100.0, 0.0]))["hits"], 50.0)

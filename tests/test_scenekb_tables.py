@@ -67,7 +67,7 @@ def test_rows_metrics_and_report(bench, tmp_path):
   for name, row in (("graphloom", r), ("-router", u), ("eval.tau_ent x0.8", r)):
     row = dict(row, name=name, seed=0, group="x", mode="graphloom")
     (rows_dir / f"{name}.json").write_text(json.dumps(row))
-  path = scenekb_report.write(out, [])
+  path = scenekb_report.write(out, [], scenekb_tables.GROUPS)
   text = path.read_text()
   assert "| graphloom | 1 |" in text and "| -router | 1 |" in text
   summary = json.loads((out / "results.json").read_text())

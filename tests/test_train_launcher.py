@@ -30,3 +30,18 @@ def test_tiny_training_run_and_resume(tmp_path):
                  capture_output=True, timeout=900)
   lines = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
   assert [l["step"] for l in lines if "loss" in l] == [5, 10, 15, 20, 25, 30]
+  # what produced the run: versions, commit, devices and config, with no absolute path
+  record = json.loads((tmp_path / "provenance.json").read_text())
+  assert record["versions"]["jax"] and record["devices"]["backend"] == "cpu"
+  assert record["config"]["train"]["num_steps"] == 30
+  heads = json.loads((tmp_path / "heads" / "heads.json").read_text())
+  assert heads["provenance"]["git"]["commit"] == record["git"]["commit"]
+  assert not _absolute_paths(heads), _absolute_paths(heads)
+
+
+def _absolute_paths(obj) -> list[str]:
+  if isinstance(obj, dict):
+    return [p for v in obj.values() for p in _absolute_paths(v)]
+  if isinstance(obj, list):
+    return [p for v in obj for p in _absolute_paths(v)]
+  return [obj] if isinstance(obj, str) and obj.startswith(("/", "~")) else []

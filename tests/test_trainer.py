@@ -13,7 +13,7 @@ from configs import tiny
 from graphloom_jax.data import scenekb
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.models import heads as heads_lib
-from graphloom_jax.pipeline import GraphLoom
+from graphloom_jax.pipeline import GraphLoom, prompts
 from graphloom_jax.training import data, trainer
 
 from fakes import HashEmbed
@@ -155,18 +155,18 @@ def test_features_shapes_and_errors(setup):
   assert s == cfg.train.seq_len and tr["slot_keys"].shape == (n, cfg.memory.bank_size, 16)
   # the loss mask covers exactly the answer tokens plus EOS after the prompt
   row = 0
-  tok = data.ByteTokenizer(512)
+  tok = prompts.ByteTokenizer(512)
   answer = tok.decode(tr["targets"][row][tr["loss_mask"][row]])
   kb = scenekb.load("train")
   assert answer.strip() == kb.questions[0].answer_texts[0]
-  assert tr["targets"][row][tr["loss_mask"][row]][-1] == data.ByteTokenizer.eos_id
+  assert tr["targets"][row][tr["loss_mask"][row]][-1] == prompts.ByteTokenizer.eos_id
   assert np.all(tr["mc_option_mask"].sum(-1) > 0)
   with pytest.raises(ValueError, match="exceed the row length 8"):
     data.featurize(system, kb, kb.questions[:1], 8)
   with pytest.raises(ValueError, match="cannot fill one batch"):
     data.batches({k: v[:3] for k, v in tr.items()}, 4, 0)
   with pytest.raises(ValueError, match="at least 259"):
-    data.ByteTokenizer(100)
+    prompts.ByteTokenizer(100)
   ds = data.batches(tr, 8, 0)
   np.testing.assert_array_equal(ds[7]["tokens"], data.batches(tr, 8, 0)[7]["tokens"])
 
@@ -191,7 +191,7 @@ def test_decoder_with_bound_router_matches_training_forward(setup):
 
 
 def test_flat_prompt():
-  fmt = data.TextFormat(data.ByteTokenizer(512))
+  fmt = prompts.TextFormat(prompts.ByteTokenizer(512))
   ids = fmt.evidence_prompt_ids("Q?", ["a b c.", "d e f."])
   assert "Evidence:\na b c.\nd e f.\nQuestion: Q?" in fmt.tok.decode(ids)
 

@@ -13,7 +13,7 @@ from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.models import llama
 from graphloom_jax.models.tokenizer import Tokenizer
 from graphloom_jax.pipeline import verify as V
-from graphloom_jax.training import data
+from graphloom_jax.pipeline import prompts
 
 # ------------------------------------------------------------------------------ split / claims
 
@@ -84,7 +84,7 @@ CLAIMS = ["The horse is brown.", "Question: What is the horse in front of? Answe
 
 def test_decoder_judge_byte_tokenizer_matches_reference():
   dec = _tiny_decoder(300, seed=1)
-  judge = V.DecoderJudge(dec, tokenizer=data.ByteTokenizer(300))
+  judge = V.DecoderJudge(dec, tokenizer=prompts.ByteTokenizer(300))
   # byte ids: " yes" / " no" start with the shared space byte and are left out
   yes, no = [ord("y") + 3, ord("Y") + 3], [ord("n") + 3, ord("N") + 3]
   assert judge.yes_ids == yes and judge.no_ids == no
@@ -99,7 +99,7 @@ def test_decoder_judge_byte_tokenizer_matches_reference():
   single = np.concatenate([judge.entailment(PREMISE, [c]) for c in CLAIMS])
   np.testing.assert_allclose(got, single, atol=1e-5)
   # and so do batches split across calls of batch_size rows
-  small = V.DecoderJudge(dec, tokenizer=data.ByteTokenizer(300), batch_size=3)
+  small = V.DecoderJudge(dec, tokenizer=prompts.ByteTokenizer(300), batch_size=3)
   np.testing.assert_allclose(small.entailment(PREMISE, CLAIMS), got, atol=1e-5)
   assert judge.entailment(PREMISE, []).shape == (0,)
 
@@ -285,7 +285,7 @@ def test_verify_fails_loudly():
 
 def test_verify_with_decoder_judge():
   dec = _tiny_decoder(300, seed=1)
-  judge = V.DecoderJudge(dec, tokenizer=data.ByteTokenizer(300))
+  judge = V.DecoderJudge(dec, tokenizer=prompts.ByteTokenizer(300))
   answer = "The horse is brown. The fence is white."
   claims = V.verify("Describe the scene.", answer, PREMISE.split("\n"), judge, 0.5)
   probs = judge.entailment(PREMISE, V.split_claims(answer))
@@ -313,7 +313,7 @@ def _logit(p):
 
 def test_calibrated_judge_is_platt_of_the_raw_judge():
   dec = _tiny_decoder(300, seed=3)
-  judge = V.DecoderJudge(dec, tokenizer=data.ByteTokenizer(300), batch_size=3)
+  judge = V.DecoderJudge(dec, tokenizer=prompts.ByteTokenizer(300), batch_size=3)
   raw = judge.entailment(PREMISE, CLAIMS)
   np.testing.assert_allclose(judge.log_odds(PREMISE, CLAIMS), _logit(raw), rtol=1e-6, atol=1e-9)
   a, b = 1.7, -0.4
@@ -446,7 +446,7 @@ def test_verifier_from_config(tmp_path):
   from graphloom_jax.pipeline import GraphLoom
   cfg = base.get_base_config().eval
   dec = _tiny_decoder(300, seed=1)
-  tok = data.ByteTokenizer(300)
+  tok = prompts.ByteTokenizer(300)
   cfg.verifier = "decoder"
   assert type(V.from_config(cfg, dec, tok)) is V.DecoderJudge
   cfg.verifier = "decoder_calibrated"

@@ -45,13 +45,16 @@ import pathlib
 import zlib
 from typing import Callable, Iterable, Sequence
 
-import apache_beam as beam
 import numpy as np
-from apache_beam.io.filesystems import FileSystems
-from apache_beam.metrics import Metrics
 
+from graphloom_jax import optional
 from graphloom_jax.graph import instance_graph
 from graphloom_jax.graph.triples import Provenance, Triple, triple_from_json
+
+beam = optional.require("apache_beam", "graphloom_jax.data.beam_graphs")
+FileSystems = optional.require("apache_beam.io.filesystems",
+                               "graphloom_jax.data.beam_graphs").FileSystems
+Metrics = optional.require("apache_beam.metrics", "graphloom_jax.data.beam_graphs").Metrics
 
 MANIFEST = "manifest.json"
 DATASETS = ("scenekb", "mmqa")
@@ -546,7 +549,8 @@ def run(corpus: Corpus, config, out_dir, make_embedder: Callable,
         pipeline_args: Sequence[str] = (), **kwargs) -> dict:
   """Runs BuildCorpusGraphs on the runner `pipeline_args` name (default DirectRunner) and
   waits for it; returns the manifest."""
-  from apache_beam.options.pipeline_options import PipelineOptions
+  PipelineOptions = optional.require("apache_beam.options.pipeline_options",
+                                    "beam_graphs.run").PipelineOptions
   args = list(pipeline_args)
   if not any(a.startswith("--runner") for a in args):
     args.append("--runner=DirectRunner")

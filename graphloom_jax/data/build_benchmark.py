@@ -126,7 +126,8 @@ VERSIONS = {
     3: Settings(3, 20261202, 2000, scenekb_v3.REAL_CONFIDENCE, ("plausibility", 0.0, 0.0),
                 scenekb_v3.NOISE_COUNTS, senses=True),
 }
-# The defaults of configs/base.py, used here only for the statistics and the v2 description.
+# The defaults of graphloom_jax/defaults.py, used here only for the statistics and the v2
+# description.
 TAU_EDGE = 0.5
 TAU_KB = 0.7
 KB_HOPS = 2

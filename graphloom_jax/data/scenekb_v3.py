@@ -273,7 +273,7 @@ def shortcut_statistics(questions: dict, scenes, kb_triples, config) -> dict:
   all questions of each split): the symbolic reader over each scene's instance graph
   (`graph.lookup`: "lookup" and "confidence"), the best options-only rule per family, the
   only-option-in-graph heuristic, and the precision of the question-mention feature for gold
-  triples. `config` holds tau_edge, tau_kb, kb_hops, kb_max_per_entity (configs/base.py)."""
+  triples. `config` holds tau_edge, tau_kb, kb_hops, kb_max_per_entity (graphloom_jax/defaults.py)."""
   source = TripleKB(kb_triples, "kb:wordnet", subject_only=True)
   by_id = {s.id: s for s in scenes}
   graphs = {}

@@ -21,6 +21,7 @@ import pathlib
 import re
 from typing import Protocol, Sequence
 
+from graphloom_jax import optional
 from graphloom_jax.graph.triples import Provenance, Triple, TripleFormatError
 
 MARKERS = ("<triplet>", "<subj>", "<obj>")
@@ -151,6 +152,7 @@ class RebelExtractor:
     if not (path / "config.json").exists():
       raise FileNotFoundError(f"RebelExtractor: no REBEL weights at {path} (expected a "
                               f"transformers folder with config.json); nothing is downloaded")
+    optional.require("torch", "RebelExtractor")
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
     self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     self.model = AutoModelForSeq2SeqLM.from_pretrained(path, local_files_only=True).eval()
@@ -159,7 +161,7 @@ class RebelExtractor:
 
   def generate(self, texts: list[str]) -> list[tuple[list[str], list[float]]]:
     """Greedy decoding; per example the decoded tokens and their log-probabilities."""
-    import torch
+    torch = optional.require("torch", "RebelExtractor")
     enc = self.tokenizer(texts, return_tensors="pt", padding=True, truncation=True)
     with torch.no_grad():
       out = self.model.generate(**enc, max_new_tokens=self.max_new_tokens, do_sample=False,

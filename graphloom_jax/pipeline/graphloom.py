@@ -42,6 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from graphloom_jax import defaults, provenance
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.models import heads as heads_lib
 from graphloom_jax.models import llama, load_embedder
@@ -113,7 +114,8 @@ def save_heads(heads, folder, config, meta: dict | None = None) -> pathlib.Path:
     save_file(arrays, str(tmp))
   kind = _kind(heads)
   atomic.atomic_write_json(folder / HEADS_META, {
-      "kind": kind, "config": {k: _get(config, k) for k in SHAPE_KEYS[kind]}, **(meta or {})})
+      "kind": kind, "config": {k: _get(config, k) for k in SHAPE_KEYS[kind]}, **(meta or {}),
+      "provenance": provenance.record()})
   return folder
 
 
@@ -280,8 +282,8 @@ class GraphLoom:
     if name != "embedded":
       raise ValueError(f"GraphLoom.from_pretrained: unknown name {name!r}; 'embedded' is the "
                        "one shipped model (use from_config for others)")
-    from configs import smollm2
-    return cls.from_config(smollm2.get_config(), heads=str(HEADS_DIR / "smollm2"), **kwargs)
+    return cls.from_config(defaults.embedded_config(), heads=str(HEADS_DIR / "smollm2"),
+                           **kwargs)
 
   # ---------------------------------------------------------------- stage 1
 

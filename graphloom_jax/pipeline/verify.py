@@ -27,9 +27,10 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from graphloom_jax import optional
 from graphloom_jax.models import decoder as decoder_lib
+from graphloom_jax.pipeline.prompts import ByteTokenizer
 from graphloom_jax.pipeline.types import Claim
-from graphloom_jax.training import data
 
 # ---------------------------------------------------------------------------------------------
 # Claims
@@ -188,7 +189,7 @@ class DecoderJudge:
 
   p = softmax of the decoder's logits at the first answer position after the prompt: the chat
   template's user turn PROMPT (when the tokenizer has one), else PROMPT + "\\nAnswer:" as plain
-  text (after the begin id for `data.ByteTokenizer`, as in `data.TextFormat`). The yes set holds
+  text (after the begin id for `prompts.ByteTokenizer`, as in `prompts.TextFormat`). The yes set holds
   the first token of each of "yes", " yes", "Yes", " Yes" (deduplicated), the no set likewise.
   A variant whose first token is only whitespace (byte-level " yes" starts with the space byte)
   says nothing about the word and is left out; a token in both sets is an error.
@@ -205,7 +206,7 @@ class DecoderJudge:
     self.tok = tokenizer if tokenizer is not None else decoder.tokenizer
     if self.tok is None:
       raise ValueError(f"{decoder.source}: the decoder has no tokenizer; pass one "
-                       "(e.g. training.data.ByteTokenizer(vocab_size) for a random decoder)")
+                       "(e.g. pipeline.prompts.ByteTokenizer(vocab_size) for a random decoder)")
     self.prompt = prompt
     self.batch_size = int(batch_size)
     self.yes_ids, self.no_ids = self._word_ids(YES), self._word_ids(NO)
@@ -228,7 +229,7 @@ class DecoderJudge:
     text = self.prompt.format(premise=premise, claim=claim)
     if self.tok.has_chat_template:
       return list(self.tok.chat_ids(text))
-    bos = [data.ByteTokenizer.bos_id] * isinstance(self.tok, data.ByteTokenizer)
+    bos = [ByteTokenizer.bos_id] * isinstance(self.tok, ByteTokenizer)
     return bos + list(self.tok.encode(text + PLAIN_SUFFIX))
 
   def log_odds(self, premise: str, hypotheses: Sequence[str]) -> np.ndarray:
@@ -590,6 +591,7 @@ class NLIVerifier:
   def from_pretrained(cls, path, device: str = "cpu", max_length: int = 512,
                       batch_size: int = 32) -> "NLIVerifier":
     """From a local model folder (never downloads)."""
+    optional.require("torch", "NLIVerifier")
     import transformers
     tok = transformers.AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     model = transformers.AutoModelForSequenceClassification.from_pretrained(
@@ -597,7 +599,7 @@ class NLIVerifier:
     return cls(model, tok, device, max_length, batch_size)
 
   def entailment(self, premise: str, hypotheses: Sequence[str]) -> np.ndarray:
-    import torch
+    torch = optional.require("torch", "NLIVerifier")
     out = []
     for i in range(0, len(hypotheses), self.batch_size):
       hyp = list(hypotheses[i:i + self.batch_size])
@@ -616,7 +618,7 @@ VERIFIERS = ("decoder", "decoder_calibrated", "graph", "nli:<folder>")
 
 
 def from_config(eval_cfg, decoder, tokenizer=None) -> Verifier:
-  """The judge `eval_cfg.verifier` names (configs/base.py, eval section):
+  """The judge `eval_cfg.verifier` names (graphloom_jax/defaults.py, eval section):
 
     "decoder"             `DecoderJudge(decoder, tokenizer)`
     "decoder_calibrated"  `CalibratedJudge` of it with (a, b) = eval.verifier_platt and

@@ -49,7 +49,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from graphloom_jax import atomic
+from graphloom_jax import atomic, optional
 
 INDEX_FILE = "index.json"
 IDS_FILE = "ids.npy"
@@ -342,7 +342,7 @@ class ScannIndex:
     self._lock = threading.RLock()
 
   def _build(self, vectors, ids):
-    import scann
+    scann = optional.require("scann", "ScannIndex")
 
     o = self.options
     builder = scann.scann_ops_pybind.builder(vectors, 10, "dot_product")
@@ -425,8 +425,9 @@ class ScannIndex:
 
   @classmethod
   def load(cls, directory) -> "ScannIndex":
-    import scann
-    import scann_pybind
+    scann = optional.require("scann", "ScannIndex.load")
+    scann_pybind = optional.require("scann.scann_ops.py.scann_ops_pybind",
+                                    "ScannIndex.load").scann_pybind
 
     directory = pathlib.Path(directory)
     meta = _read_meta(directory, "scann")
@@ -456,7 +457,7 @@ def _checked_scann_assets(artifacts: pathlib.Path) -> str:
   """ScaNN's asset list as text for ScannNumpy, every path made absolute after checking that it
   resolves (symlinks followed) to a file inside `artifacts`."""
   from google.protobuf import text_format
-  from scann.scann_ops import scann_assets_pb2
+  scann_assets_pb2 = optional.require("scann.scann_ops.scann_assets_pb2", "ScannIndex.load")
 
   path = artifacts / SCANN_ASSETS
   if not path.is_file():
@@ -479,7 +480,7 @@ def _checked_scann_assets(artifacts: pathlib.Path) -> str:
 
 def _check_scann_config(path: pathlib.Path):
   """Refuses a ScaNN config that names files: ours never do, and ScaNN would read them."""
-  from scann.proto import scann_pb2
+  scann_pb2 = optional.require("scann.proto.scann_pb2", "ScannIndex.load")
 
   if not path.is_file():
     raise FileNotFoundError(f"{path} not found: the index folder lacks ScaNN's config")

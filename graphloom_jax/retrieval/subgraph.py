@@ -61,7 +61,7 @@ class SubgraphConfig:
 
   @classmethod
   def from_config(cls, retrieval) -> "SubgraphConfig":
-    """From the `retrieval` section of configs/base.py."""
+    """From the `retrieval` section of the config (graphloom_jax/defaults.py)."""
     return cls(seeds=retrieval.seeds, hops=retrieval.hops, d_max=retrieval.d_max,
                n_max=retrieval.n_max, second_round=retrieval.second_round != "none",
                bridge_nodes=retrieval.bridge_nodes, bridge_evidence=retrieval.bridge_evidence,

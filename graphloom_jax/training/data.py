@@ -33,7 +33,6 @@ import numpy as np
 
 from graphloom_jax import atomic
 from graphloom_jax.pipeline import prompts
-from graphloom_jax.pipeline.prompts import ByteTokenizer, TextFormat  # noqa: F401 (re-export)
 
 FEATURES_VERSION = 3  # bump when featurize's output changes: it keys the on-disk cache
 # Config sections whose values change the features (the cache key includes them).

@@ -55,7 +55,7 @@ import orbax.checkpoint as ocp
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from graphloom_jax import atomic
+from graphloom_jax import atomic, optional
 from graphloom_jax.evaluation import answers, calibration
 from graphloom_jax.models import heads as heads_lib
 from graphloom_jax.models import llama
@@ -220,6 +220,14 @@ def data_mesh(batch_size: int, devices=None) -> jax.sharding.Mesh:
   n = max(d for d in range(1, len(devices) + 1) if batch_size % d == 0)
   return jax.sharding.Mesh(np.asarray(devices[:n]), ("data",),
                            axis_types=(jax.sharding.AxisType.Auto,))
+
+
+def _summary_writer(folder, **kwargs):
+  """A tensorboardX SummaryWriter on `folder`, or None when the [tensorboard] extra is absent."""
+  if not optional.available("tensorboardX"):
+    return None
+  return optional.require("tensorboardX", "TensorBoard events").SummaryWriter(str(folder),
+                                                                              **kwargs)
 
 
 def _jsonable(d):
@@ -436,17 +444,15 @@ class Trainer:
   def _trim_logs(self) -> list[dict[str, Any]]:
     """Keeps the records up to the current step in metrics.jsonl and rewrites TensorBoard's
     events from them; returns them."""
-    from tensorboardX import SummaryWriter
-
     records = [r for r in self._read_metrics() if r["step"] <= self.step]
     if self._metrics_path().exists():
       atomic.atomic_write_text(self._metrics_path(),
                                "".join(json.dumps(r) + "\n" for r in records))
-    if (self.workdir / "tensorboard").exists():
+    if (self.workdir / "tensorboard").exists() and optional.available("tensorboardX"):
       with atomic.atomic_dir(self.workdir / "tensorboard") as tmp:
         # Its own suffix: event file names hold only the second and the host, and the run's
         # writer opened in the same second would otherwise truncate this file.
-        writer = SummaryWriter(str(tmp), filename_suffix=".resumed")
+        writer = _summary_writer(tmp, filename_suffix=".resumed")
         for r in records:
           self._add_scalars(writer, r)
         writer.close()
@@ -505,7 +511,6 @@ class Trainer:
 
   def train(self) -> dict[str, Any]:
     """Runs (or resumes) training to `num_steps` or early stopping; returns the last metrics."""
-    from tensorboardX import SummaryWriter
     from tqdm import tqdm
 
     resumed = self.restore()
@@ -517,7 +522,10 @@ class Trainer:
     self.log(f"{cfg.target} trainable parameters: {self.num_params:,} (backbone frozen); "
              f"data-parallel over {self.mesh.devices.size} device(s); "
              + (f"resumed at step {self.step}" if resumed else "starting from scratch"))
-    writer = SummaryWriter(str(self.workdir / "tensorboard"))
+    writer = _summary_writer(self.workdir / "tensorboard")
+    if writer is None:
+      self.log("TensorBoard events are not written: they need tensorboardX, which the optional "
+               "[tensorboard] extra installs (metrics.jsonl holds every record)")
     bar = tqdm(total=self.h.num_steps, initial=self.step, unit="step", dynamic_ncols=True,
                disable=not self.progress)
     window = []
@@ -568,7 +576,8 @@ class Trainer:
           self.on_step(self.step)
     finally:
       bar.close()
-      writer.close()
+      if writer is not None:
+        writer.close()
     return last or {}
 
   def close(self):
