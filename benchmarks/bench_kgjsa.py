@@ -22,7 +22,7 @@ backend (per-layer fused buffers on CPU, the scanned stack elsewhere).
 Every variant is compiled and warmed up first; then each round runs every (t, variant) once in
 turn, so load changes on a shared machine hit all of them alike; medians (and minima) are
 reported.
-Targets (issue 3): KG-JSA++ at t = 8192 within 1.2x of its time at t = 512, and >= 1.5x faster
+Targets: KG-JSA++ at t = 8192 within 1.2x of its time at t = 512, and >= 1.5x faster
 than dense at t = 8192.
 """
 

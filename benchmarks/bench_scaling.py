@@ -1,4 +1,4 @@
-"""Distractor-pool scaling (docs/method.md §8, issue 4 item 9): SceneKB questions retrieved
+"""Distractor-pool scaling (docs/method.md §8): SceneKB questions retrieved
 from the instance graphs mixed with 10k, 100k and 1M real WordNet 3.0 triples, with the exact
 index (the oracle) and ScaNN at its shipped defaults.
 
@@ -23,7 +23,7 @@ Setup (printed again with the results):
   query at a time (median) and for all questions in one call (total / Q), index build time.
   Baseline "instance": each question searched over its own instance graph only, exactly.
 
-Clustered mode (`--clustered`, issue 10 item 6: ScaNN's defaults against exact search):
+Clustered mode (`--clustered`: ScaNN's defaults against exact search):
 
   python benchmarks/bench_scaling.py --clustered [--clustered_tiers=100000,300000,1000000]
       [--dim=384] [--queries=1000] [--sweep_configs=...]
