@@ -41,8 +41,10 @@ EXTRAS = {
     "tensorboard": ["tensorboardX", "tensorboard"],
 }
 # The tests exercise every optional path (torch is also their PyTorch reference); they read
-# event files with tensorboardX and need no viewer.
+# event files with tensorboardX and need no viewer. accelerate: transformers needs it to load the
+# GGUF decoder the tests compare with.
 EXTRAS["test"] = sorted({r for reqs in EXTRAS.values() for r in reqs} - {"tensorboard"}) + [
+    "accelerate>=1.10",
     "pytest",
     "pytest-xdist",
     "hypothesis",

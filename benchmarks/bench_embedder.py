@@ -1,4 +1,4 @@
-"""Sentence-embedding throughput: our JAX MiniLM embedder vs transformers' PyTorch BertModel with
+r"""Sentence-embedding throughput: our JAX MiniLM embedder vs transformers' PyTorch BertModel with
 the same pooling, on questions read from --questions (a JSON-lines file, optionally gzipped, of
 objects with a "question" field, such as the official MMQA_dev.jsonl.gz) or, by default, on the
 questions of the embedded benchmark (SceneKB, shipped in graphloom_jax/data/resources).

@@ -2,7 +2,7 @@
 processes, and the scaling efficiency.
 
   python benchmarks/bench_eval_throughput.py [--num_examples=32] [--batch_size=8] [--repeats=3]
-      [--layouts=1x1,1x8,2x1,2x4] [--distributed] [--mesh_data=0] [--output_dir=DIR]
+      [--layouts=1x1,1x8,2x1,2x4] [--distributed] [--mesh_data=0] [--workdir=DIR]
 
 Each layout PxD runs `python -m launch.evaluate --config=configs/tiny.py --heads=random
 --dataset=scenekb` (the README's "Evaluation at scale" smoke setting: random tiny decoder,
@@ -59,7 +59,8 @@ flags.DEFINE_integer("repeats", 3, "timed runs per layout (median reported)")
 flags.DEFINE_list("layouts", ["1x1", "1x8", "2x1", "2x4"], "PxD: P processes of D CPU devices")
 flags.DEFINE_bool("distributed", False, "P > 1 through jax.distributed on localhost instead of "
                   "the output folder's files")
-flags.DEFINE_string("output_dir", None, "runs go here (default: a temporary folder, removed)")
+flags.DEFINE_string("workdir", None, "runs go here (default: a temporary folder, removed)")
+flags.DEFINE_alias("output_dir", "workdir")
 flags.DEFINE_integer("timeout_s", 1800, "per run")
 FLAGS = flags.FLAGS
 
@@ -91,7 +92,7 @@ def run_layout(out: pathlib.Path, cache: pathlib.Path, processes: int, devices: 
   args = ["--config=configs/tiny.py", "--config.model.max_seq_len=1024",
           "--config.model.arch.max_position_embeddings=1024", "--heads=random",
           "--dataset=scenekb", f"--split={FLAGS.split}", f"--num_examples={FLAGS.num_examples}",
-          f"--batch_size={FLAGS.batch_size}", "--progress=false", f"--output_dir={out}",
+          f"--batch_size={FLAGS.batch_size}", "--progress=false", f"--workdir={out}",
           f"--config.mesh.data={FLAGS.mesh_data}"]
   if processes > 1:
     args.append(f"--num_processes={processes}")
@@ -154,7 +155,7 @@ def main(argv):
     if (FLAGS.num_examples + FLAGS.batch_size - 1) // FLAGS.batch_size < p:
       raise app.UsageError(f"--num_examples={FLAGS.num_examples} gives fewer shards than {p} "
                            "processes")
-  root = pathlib.Path(FLAGS.output_dir or tempfile.mkdtemp(prefix="bench_eval_"))
+  root = pathlib.Path(FLAGS.workdir or tempfile.mkdtemp(prefix="bench_eval_"))
   root.mkdir(parents=True, exist_ok=True)
   cache = root / "jax_cache"
   cores = len(os.sched_getaffinity(0))
@@ -203,7 +204,7 @@ def main(argv):
     if not identical:
       raise SystemExit("predictions differ between layouts")
   finally:
-    if FLAGS.output_dir is None:
+    if FLAGS.workdir is None:
       shutil.rmtree(root, ignore_errors=True)
 
 

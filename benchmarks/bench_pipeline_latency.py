@@ -1,7 +1,7 @@
 """GraphLoom's per-question latency on this machine, stage by stage (SmolLM2 + MiniLM + the
 shipped heads, one question at a time as an online system answers).
 
-  python benchmarks/bench_pipeline_latency.py --num_questions=30
+  python benchmarks/bench_pipeline_latency.py --num_examples=30
 
 Online latency = retrieval + correction + evidence + decoding (a short answer with routing at
 every step, and the teacher-forced pass that reads its citations) + verification (+ the
@@ -27,7 +27,8 @@ from absl import app, flags  # noqa: E402
 from graphloom_jax.data import scenekb  # noqa: E402
 from graphloom_jax.pipeline import STAGES, GraphLoom  # noqa: E402
 
-_N = flags.DEFINE_integer("num_questions", 30, "timed questions (test split, in file order)")
+_N = flags.DEFINE_integer("num_examples", 30, "timed questions (test split, in file order)")
+flags.DEFINE_alias("num_questions", "num_examples")
 _WARMUP = flags.DEFINE_integer("warmup", 5, "untimed questions first (compilation)")
 _MODE = flags.DEFINE_string("mode", "graphloom", "pipeline mode")
 _OPTIONS = flags.DEFINE_bool("options", True, "also score the multiple-choice options")

@@ -1,11 +1,11 @@
 """How well does each entailment verifier tell supported from unsupported answers? SceneKB
 validation, labelled claim pairs, ROC AUC and accuracy at eval.tau_ent.
 
-  python benchmarks/bench_verifier.py [--num_questions=150] [--distractors=4] [--seed=0]
+  python benchmarks/bench_verifier.py [--num_examples=150] [--distractors=4] [--seed=0]
                                       [--cache=/tmp/verifier_logodds.npz]
                                       [--markdown=benchmarks/verifier.md]
 
-Pairs. `--num_questions` validation questions (a seeded permutation of the split). For each:
+Pairs. `--num_examples` validation questions (a seeded permutation of the split). For each:
 the premise is its gold triples verbalised "s r o" plus `--distractors` other triples of the
 instance (scene triples and 1-hop WordNet facts, `SceneKB.instance_facts`): half of them
 (rounded up) share a content word with the question or one of its four options (hard
@@ -44,7 +44,8 @@ from configs import base
 from graphloom_jax.data import scenekb
 from graphloom_jax.pipeline import verify as V
 
-_N = flags.DEFINE_integer("num_questions", 150, "validation questions (2 claims each)")
+_N = flags.DEFINE_integer("num_examples", 150, "validation questions (2 claims each)")
+flags.DEFINE_alias("num_questions", "num_examples")
 _DISTRACTORS = flags.DEFINE_integer("distractors", 4, "non-gold triples added to each premise")
 _SEED = flags.DEFINE_integer("seed", 0, "question sample, wrong options, distractors")
 _CACHE = flags.DEFINE_string("cache", "/tmp/verifier_logodds.npz",

@@ -1,7 +1,7 @@
 """GraphLoom vs Flat-RAG vs no retrieval on MMQA dev, all three through `GraphLoom.answer_batch`,
 scored with the official MultimodalQA EM / F1 (graphloom_jax.evaluation.answers).
 
-  python -m benchmarks.graphloom_mmqa --mmqa_dir=FOLDER --num_questions=60
+  python -m benchmarks.graphloom_mmqa --mmqa_dir=FOLDER --num_examples=60
   python -m benchmarks.graphloom_mmqa --mmqa_dir=FOLDER --config=configs/tiny.py --heads=random
 
 FOLDER holds the official files: MMQA_dev.jsonl(.gz) and whichever of MMQA_images, MMQA_texts
@@ -24,10 +24,10 @@ N_max, the configured second round) and corrective retrieval over that graph. Qu
 candidate documents are all absent from the folder have no graph; they are left out of the
 sample (and counted).
 
-The sample: `--num_questions` dev questions in the order of the SHA-1 of their qid (a fixed
+The sample: `--num_examples` dev questions in the order of the SHA-1 of their qid (a fixed
 pseudo-random sample of the whole split). Answers are scored as one span each (the official
 scorer aligns it with the best gold span of list questions). Per mode: EM, F1, the share of
-answers the verifier supports, and EM / F1 per question family; results go to --out as the
+answers the verifier supports, and EM / F1 per question family; results go to --output as the
 batches finish.
 """
 
@@ -58,13 +58,15 @@ def _define_flags():
   _MMQA_DIR = flags.DEFINE_string("mmqa_dir", None, "folder with the official MMQA files "
                                   "(MMQA_dev.jsonl(.gz), MMQA_images, and MMQA_texts / "
                                   "MMQA_tables when available)")
-  _NUM = flags.DEFINE_integer("num_questions", 60, "dev questions (a fixed pseudo-random sample)")
+  _NUM = flags.DEFINE_integer("num_examples", 60, "dev questions (a fixed pseudo-random sample)")
+  flags.DEFINE_alias("num_questions", "num_examples")
   _HEADS = flags.DEFINE_string("heads", None, "with --config: a heads folder or 'random'")
   _MODES = flags.DEFINE_list("modes", list(MODES), "conditions to run")
   _BATCH = flags.DEFINE_integer("batch_size", 8, "questions answered together")
   _SENTENCES = flags.DEFINE_integer("text_sentences", 8, "sentences per text document")
   _ROWS = flags.DEFINE_integer("table_rows", 30, "rows per table")
-  _OUT = flags.DEFINE_string("out", "runs/graphloom_mmqa/benchmark.json", "results (JSON)")
+  _OUT = flags.DEFINE_string("output", "runs/graphloom_mmqa/benchmark.json", "results (JSON)")
+  flags.DEFINE_alias("out", "output")
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")

@@ -2,7 +2,7 @@
 (the same instance graphs, subgraphs, corrections and verifier), plus the router's gate ECE.
 
   python -m benchmarks.graphloom_scenekb                          # the shipped SmolLM2 heads
-  python -m benchmarks.graphloom_scenekb --heads=runs/x/heads --num_questions=60
+  python -m benchmarks.graphloom_scenekb --heads=runs/x/heads --num_examples=60
 
 On `num_questions` test questions (round-robin over the five families) it reports per mode:
 multiple-choice accuracy (length-normalised option log-likelihood under the mode's
@@ -12,7 +12,7 @@ that are gold supporting triples). Router calibration: gates at the first answer
 gold answer against slot utility (gold-support membership) on the test questions: ECE of the raw
 gates, and after a temperature fitted on `num_val` validation questions (post-hoc scaling of the
 same router, not a separately trained calibrated router); a reliability diagram and every figure
-go to --out.
+go to --workdir.
 """
 
 import json
@@ -38,11 +38,13 @@ def _define_flags():
   global _CONFIG, _HEADS, _NUM, _NUM_VAL, _BATCH, _OUT
   _CONFIG = config_flags.DEFINE_config_file("config", "configs/smollm2.py", "configuration")
   _HEADS = flags.DEFINE_string("heads", str(HEADS_DIR / "smollm2"), "trained heads folder")
-  _NUM = flags.DEFINE_integer("num_questions", 60, "test questions (round-robin over families)")
+  _NUM = flags.DEFINE_integer("num_examples", 60, "test questions (round-robin over families)")
+  flags.DEFINE_alias("num_questions", "num_examples")
   _NUM_VAL = flags.DEFINE_integer("num_val", 40, "validation questions for the gate temperature")
   _BATCH = flags.DEFINE_integer("batch_size", 5, "questions decoded together")
-  _OUT = flags.DEFINE_string("out", "runs/graphloom_scenekb", "folder for benchmark.json and the "
-                             "reliability diagram")
+  _OUT = flags.DEFINE_string("workdir", "runs/graphloom_scenekb",
+                             "folder for benchmark.json and the reliability diagram")
+  flags.DEFINE_alias("out", "workdir")
 
 
 def gate_stats(system, kb, questions, seq_len):

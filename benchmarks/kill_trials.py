@@ -282,7 +282,7 @@ EVAL_OUTPUTS = ("predictions.jsonl", "metrics.json")
 
 def eval_trials(n, work, cache, rng, log):
   cmd = lambda out: [sys.executable, "-m", "launch.evaluate", f"--config={TINY}", *EVAL_ARGS,
-                     f"--output_dir={out}"]
+                     f"--workdir={out}"]
   rc, _ = _run(cmd(work / "eval_warm"), cache, work / "eval_warm.log")
   if rc != 0:
     raise RuntimeError(f"evaluation warm-up failed: {(work / 'eval_warm.log').read_text()[-3000:]}")

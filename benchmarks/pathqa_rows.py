@@ -1,14 +1,14 @@
-"""Rows of the PathQuestion / WorldCup2014 comparison: each question of a split answered by
+r"""Rows of the PathQuestion / WorldCup2014 comparison: each question of a split answered by
 `GraphLoom.answer_batch` (open answers) in a mode, or under an evidence control, scored by Hits@1
 (`evaluation.answers.hits_at_1`), EM and F1 against the best gold answer, and R@5 of the answer
 path's triples among the retrieved ones. One JSON per row under
---out/rows/<dataset>-<protocol>-<split>-<n>/seed<seed>/, resumable (a finished row is skipped);
+--workdir/rows/<dataset>-<protocol>-<split>-<n>/seed<seed>/, resumable (a finished row is skipped);
 `--report` writes report.md beside them with paired differences against GraphLoom and the
 lexicon reader (graphloom_jax.graph.path_reader) on the same questions.
 
   python -m benchmarks.pathqa_rows --config=configs/pathquestion.py \
       --data=pathquestion --data_config=PQL-3H --data_dir=DIR --heads=HEADS \
-      --rows=lexicon,no_retrieval,flat_rag,graphloom,shuffled,none,oracle --out=OUT
+      --rows=lexicon,no_retrieval,flat_rag,graphloom,shuffled,none,oracle --workdir=OUT
 
 Rows: `lexicon` and `oracle_path` (the readers of graph/path_reader, fitted on train), any
 answering mode of `pipeline.types` (`graphloom` needs --heads, a tuned mode --adapters), and the
@@ -50,14 +50,16 @@ def _define_flags():
   _DIR = flags.DEFINE_string("data_dir", None, "folder with the release files", required=True)
   _PROTOCOL = flags.DEFINE_enum("protocol", "path", ["path", "line"], "split protocol")
   _SPLIT = flags.DEFINE_enum("split", "test", ["validation", "test"], "split")
-  _LIMIT = flags.DEFINE_integer("limit", 0, "first N questions of the split (0: all)")
+  _LIMIT = flags.DEFINE_integer("num_examples", 0, "first N questions of the split (0: all)")
+  flags.DEFINE_alias("limit", "num_examples")
   _HEADS = flags.DEFINE_string("heads", None, "trained GraphLoom heads (folder)")
   _ADAPTERS = flags.DEFINE_list("adapters", [], "mode=folder of a trained text adapter")
   _ROWS = flags.DEFINE_list("rows", ["lexicon", "no_retrieval", "flat_rag", "graphloom"],
                             "rows to run")
   _SEED = flags.DEFINE_integer("seed", 0, "training seed of the heads (a label for the rows)")
   _BATCH = flags.DEFINE_integer("batch", 8, "questions per answer_batch call")
-  _OUT = flags.DEFINE_string("out", "runs/pathqa_rows", "output folder")
+  _OUT = flags.DEFINE_string("workdir", "runs/pathqa_rows", "output folder")
+  flags.DEFINE_alias("out", "workdir")
   _REPORT = flags.DEFINE_bool("report", False, "only write report.md from the rows present")
 
 

@@ -1,11 +1,11 @@
-"""The non-learned baselines on PathQuestion and WorldCup2014 (graphloom_jax.graph.path_reader):
+r"""The non-learned baselines on PathQuestion and WorldCup2014 (graphloom_jax.graph.path_reader):
 Hits@1 of the oracle path follower, the naive Bayes relation lexicon and the answer prior on each
 dataset's validation and test split, under the path split and the published split by line, with
 95% bootstrap intervals; split statistics (how much of a test path train already holds); the
-published results beside them. Writes results.json and report.md to --out.
+published results beside them. Writes results.json and report.md to --workdir.
 
   python -m benchmarks.pathqa_tables --pathquestion_dir=DIR --wc2014_dir=DIR \
-      --out=benchmarks/results/pathqa
+      --workdir=benchmarks/results/pathqa
 
 Hits@1: the reader's first answer is one of the question's gold answers (KB ids compared
 exactly, which is what the release's answer sets hold). Questions with no answer reached count
@@ -31,7 +31,8 @@ def _define_flags():
   global _PQ, _WC, _OUT, _RESAMPLES
   _PQ = flags.DEFINE_string("pathquestion_dir", None, "folder with the PathQuestion release files")
   _WC = flags.DEFINE_string("wc2014_dir", None, "folder with the WorldCup2014 release files")
-  _OUT = flags.DEFINE_string("out", "benchmarks/results/pathqa", "output folder")
+  _OUT = flags.DEFINE_string("workdir", "benchmarks/results/pathqa", "output folder")
+  flags.DEFINE_alias("out", "workdir")
   _RESAMPLES = flags.DEFINE_integer("resamples", 10_000, "bootstrap resamples")
 
 

@@ -329,7 +329,7 @@ def probe_launchers(p: Probes, tmp: pathlib.Path):
   (tmp / "empty.jsonl").write_text("")
   (tmp / "a_file").write_text("x")
   cases = [
-      ("answer --num_questions=0", "launch.answer", ["--num_questions=0"], "--num_questions"),
+      ("answer --num_examples=0", "launch.answer", ["--num_examples=0"], "--num_examples"),
       ("answer --triples_file without --question", "launch.answer",
        ["--triples_file=empty.jsonl"], "--triples_file"),
       ("answer missing triples file", "launch.answer",
@@ -340,16 +340,16 @@ def probe_launchers(p: Probes, tmp: pathlib.Path):
       ("train workdir is a file", "launch.train", ["--workdir=a_file"], "--workdir"),
       ("train num_steps 0", "launch.train", ["--workdir=w", "--config.train.num_steps=0"],
        "num_steps"),
-      ("convert missing weights", "launch.convert", ["--weights=missing", "--output=o"],
+      ("convert missing weights", "launch.convert", ["--weights=missing", "--workdir=o"],
        "--weights"),
       ("generate temperature -1", "launch.generate", ["--prompt=Hi", "--temperature=-1"],
        "--temperature"),
       ("generate top_p 0", "launch.generate", ["--prompt=Hi", "--top_p=0"], "--top_p"),
-      ("retrieve limit -1", "launch.retrieve", ["--limit=-1"], "--limit"),
+      ("retrieve num_examples -1", "launch.retrieve", ["--num_examples=-1"],
+       "--num_examples"),
       ("evaluate_retrieval budgets x", "launch.evaluate_retrieval",
-       ["--task=sequential_pool", "--output_dir=o", "--budgets=x"], "--budgets"),
-      ("train_grail output_dir a file", "launch.train_grail", ["--output_dir=a_file"],
-       "--output_dir"),
+       ["--task=sequential_pool", "--workdir=o", "--budgets=x"], "--budgets"),
+      ("train_grail workdir a file", "launch.train_grail", ["--workdir=a_file"], "--workdir"),
   ]
   for name, module, args, flag in cases:
     p.launcher(name, module, args, tmp, flag)

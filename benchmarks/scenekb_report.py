@@ -120,7 +120,7 @@ def _bars(path, aggs: dict[str, dict], names, reference="graphloom"):
          if n in aggs and aggs[n].get("paired", {}).get("mc_accuracy") is not None]
   if not got:
     return None
-  fig, ax = plt.subplots(figsize=(8, 3.5))
+  fig, ax = plt.subplots(figsize=(8, 4.5))
   x = range(len(got))
   for off, (key, label) in zip((-0.2, 0.2), (("mc_accuracy", "MC acc"), ("em", "EM"))):
     d = [p[key] for _, p in got]
@@ -128,9 +128,15 @@ def _bars(path, aggs: dict[str, dict], names, reference="graphloom"):
            yerr=[[v["delta"] - v["lo"] for v in d], [v["hi"] - v["delta"] for v in d]],
            capsize=3)
   ax.axhline(0, color="k", lw=0.8)
-  ax.set_xticks(list(x), [f"{n} ({p['mc_accuracy']['seeds']}s)" for n, p in got], rotation=30,
-                ha="right")
-  ax.set_ylabel(f"points vs {reference} (paired, 95% CI)")
+  seeds = sorted({p["mc_accuracy"]["seeds"] for _, p in got})
+  # one seed count for all rows goes in the title; several, under each row's name
+  ax.set_xticks(list(x), [n if len(seeds) == 1 else f"{n}\n{p['mc_accuracy']['seeds']} seeds"
+                          for n, p in got], rotation=30, ha="right")
+  ax.set_ylabel(f"Δ points vs {reference}")
+  title = "paired difference, 95% bootstrap CI"
+  if len(seeds) == 1:
+    title += f" ({seeds[0]} seed{'s' if seeds[0] > 1 else ''})"
+  ax.set_title(title, fontsize=10)
   ax.legend()
   fig.tight_layout()
   fig.savefig(path, dpi=120)
@@ -141,15 +147,22 @@ def _bars(path, aggs: dict[str, dict], names, reference="graphloom"):
 def _reliability(path, cal):
   if not cal:
     return None
-  fig, ax = plt.subplots(figsize=(4.5, 4.5))
+  # Above: utility against gate per bin; below: how many slots each bin holds.
+  fig, (ax, hist) = plt.subplots(2, 1, figsize=(5, 6), sharex=True,
+                                 gridspec_kw={"height_ratios": (3, 1)})
   ax.plot([0, 1], [0, 1], "k--", lw=0.8)
-  for c in cal:
-    pts = [(p, y) for p, y, n in zip(c["confidence"], c["accuracy"], c["counts"]) if n > 0]
-    ax.plot([p for p, _ in pts], [y for _, y in pts], "o-", label=f"{c['name']} (ECE "
-            f"{c['ece']:.3f})")
-  ax.set_xlabel("router gate (first answer step)")
+  width = 0.8 / (len(cal) * max(len(cal[0]["counts"]), 1))
+  for k, c in enumerate(cal):
+    pts = [(p, y, n) for p, y, n in zip(c["confidence"], c["accuracy"], c["counts"]) if n > 0]
+    line, = ax.plot([p for p, *_ in pts], [y for _, y, _ in pts], "o-",
+                    label=f"{c['name']} (ECE {c['ece']:.3f}, n = {int(sum(c['counts'])):,})")
+    hist.bar([p + (k - (len(cal) - 1) / 2) * width for p, *_ in pts], [n for *_, n in pts],
+             width=width, color=line.get_color())
   ax.set_ylabel("slot utility (holds a gold triple)")
   ax.legend(fontsize=8)
+  hist.set_yscale("log")
+  hist.set_ylabel("slots per bin")
+  hist.set_xlabel("router gate (first answer step)")
   fig.tight_layout()
   fig.savefig(path, dpi=120)
   plt.close(fig)
@@ -160,9 +173,10 @@ def _sensitivity(path, rows):
   ref = _agg([r for r in rows if r["seed"] == 0], "graphloom")
   if ref is None:
     return None
-  fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+  fig, axes = plt.subplots(1, 2, figsize=(10, 4))
   drawn = False
-  for key in ("graph.tau_edge", "graph.tau_kb", "eval.tau_eval", "eval.tau_ent"):
+  keys = ("graph.tau_edge", "graph.tau_kb", "eval.tau_eval", "eval.tau_ent")
+  for k, key in enumerate(keys):
     pts = [(1.0, ref)]
     for f in (0.8, 1.2):
       a = _agg(rows, f"{key} x{f}")
@@ -172,14 +186,22 @@ def _sensitivity(path, rows):
       continue
     drawn = True
     pts.sort(key=lambda p: p[0])
+    # Each threshold's points are shifted a little along x so that equal curves stay visible;
+    # whiskers: the standard deviation over seeds where a point has more than one.
+    shift = (k - (len(keys) - 1) / 2) * 0.012
     for ax, metric in zip(axes, ("mc_accuracy", "em")):
-      ax.plot([f for f, _ in pts], [a[metric] for _, a in pts], "o-", label=key)
+      ax.errorbar([f + shift for f, _ in pts], [a[metric] for _, a in pts],
+                  yerr=[a.get(metric + "_std", 0.0) for _, a in pts], fmt="o-", capsize=3,
+                  label=key, alpha=0.85)
   if not drawn:
     plt.close(fig)
     return None
-  for ax, metric in zip(axes, ("MC accuracy", "EM")):
-    ax.set_xlabel("threshold / default")
-    ax.set_ylabel(metric)
+  for ax, (metric, label) in zip(axes, (("mc_accuracy", "MC accuracy"), ("em", "EM"))):
+    ax.set_xlabel("threshold / default (points shifted apart)")
+    ax.set_ylabel(label)
+    low, high = ax.get_ylim()
+    mid = ref[metric]
+    ax.set_ylim(min(low, mid - 5), max(high, mid + 5))  # at least ±5 points: no zoom on noise
     ax.legend(fontsize=8)
   fig.tight_layout()
   fig.savefig(path, dpi=120)

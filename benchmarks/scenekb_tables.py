@@ -1,11 +1,11 @@
-"""The paper's tables on a SceneKB benchmark drawn by the generator (SceneKB v2), every row through
+r"""The paper's tables on a SceneKB benchmark drawn by the generator (SceneKB v2), every row through
 `GraphLoom.answer_batch` with its mode and switches (pipeline/ablation.py).
 
   # the text baselines' prompt, chosen on validation (EM of Flat-RAG; ties: no-retrieval EM)
   python -m benchmarks.scenekb_tables --root=runs/scenekb_v2 --select_prompt --split=validation
-  # rows on test (resumable: each finished row is a JSON file under --out/rows)
+  # rows on test (resumable: each finished row is a JSON file under --workdir/rows)
   python -m benchmarks.scenekb_tables --root=runs/scenekb_v2 --heads=runs/v2/s0/heads,... \
-      --rows=main,components,features,knowledge,sensitivity --num_questions=300
+      --rows=main,components,features,knowledge,sensitivity --num_examples=300
   # the report: results JSON, markdown and PNG plots from the finished rows
   python -m benchmarks.scenekb_tables --root=runs/scenekb_v2 --report
 
@@ -64,10 +64,12 @@ def _define_flags():
   _ROOT = flags.DEFINE_string("root", "runs/scenekb_v2", "benchmark folder (build_benchmark --out)")
   _HEADS = flags.DEFINE_list("heads", [], "trained heads folders, one per training seed")
   _SPLIT = flags.DEFINE_enum("split", "test", ["test", "validation"], "split to answer")
-  _NUM = flags.DEFINE_integer("num_questions", 300, "questions (round-robin over families)")
+  _NUM = flags.DEFINE_integer("num_examples", 300, "questions (round-robin over families)")
+  flags.DEFINE_alias("num_questions", "num_examples")
   _ROWS = flags.DEFINE_list("rows", ["main"], "groups or row names to run")
   _BATCH = flags.DEFINE_integer("batch_size", 10, "questions decoded together")
-  _OUT = flags.DEFINE_string("out", "benchmarks/results/scenekb_v2", "results folder")
+  _OUT = flags.DEFINE_string("workdir", "benchmarks/results/scenekb_v2", "results folder")
+  flags.DEFINE_alias("out", "workdir")
   _SELECT = flags.DEFINE_bool("select_prompt", False, "choose baseline.prompt on validation")
   _STYLES = flags.DEFINE_list("styles", [], "with --select_prompt: the styles to (re)run (default "
                               "all); results of others already in prompt_selection.json are kept")

@@ -1,12 +1,12 @@
-"""The main job: GraphLoom answers SceneKB questions, citing the triples it used.
+r"""The main job: GraphLoom answers SceneKB questions, citing the triples it used.
 
   python -m launch.answer                                 # SceneKB test questions, embedded model
   python -m launch.answer --mode=flat_rag                 # a baseline through the same pipeline
-  python -m launch.answer --compare --num_questions=30    # all three modes, one table
+  python -m launch.answer --compare --num_examples=30     # all three modes, one table
   python -m launch.answer --question="What is the horse in front of?" \
       --triples_file=scene.jsonl                          # your own question (triples JSONL,
                                                           # or a VG scene graph .json)
-  python -m launch.answer --predictions=out.jsonl         # every Answer, provenance included
+  python -m launch.answer --output=out.jsonl              # every Answer, provenance included
   python -m launch.answer --explain_dir=explain           # per answer: its subgraph as GraphML,
                                                           # a picture of it, its router gates
 
@@ -23,7 +23,7 @@ import re
 import time
 
 import numpy as np
-from absl import app, flags
+from absl import app, flags, logging
 from tqdm import tqdm
 
 from graphloom_jax import atomic
@@ -42,9 +42,11 @@ flags.DEFINE_string("heads", str(HEADS_DIR / "smollm2"), "trained heads (launch.
 flags.DEFINE_enum("mode", "graphloom", MODES, "how the evidence reaches the decoder")
 flags.DEFINE_bool("compare", False, "run all three modes on the same questions")
 flags.DEFINE_string("split", "test", "SceneKB split")
-flags.DEFINE_integer("num_questions", 10, "SceneKB questions (round-robin over families)")
+flags.DEFINE_integer("num_examples", 10, "SceneKB questions (round-robin over families)")
+flags.DEFINE_alias("num_questions", "num_examples")
 flags.DEFINE_integer("batch_size", 5, "questions decoded together")
-flags.DEFINE_string("predictions", None, "write every Answer as JSONL here")
+flags.DEFINE_string("output", None, "write every Answer as JSONL here")
+flags.DEFINE_alias("predictions", "output")
 flags.DEFINE_string("question", None, "answer your own question (with --triples_file)")
 flags.DEFINE_string("triples_file", None, "triples (.jsonl / .json) or a VG scene graph (.json)")
 flags.DEFINE_list("options", None, "optional answer options for --question")
@@ -127,15 +129,15 @@ def check_flags(config):
       if not (heads / name).is_file():
         raise app.UsageError(f"--heads={FLAGS.heads}: no {name} there (launch.train writes "
                              "WORKDIR/heads)")
-  if FLAGS.predictions is not None:
-    common.check_output_file("predictions", FLAGS.predictions)
+  if FLAGS.output is not None:
+    common.check_output_file("output", FLAGS.output)
   if FLAGS.explain_dir is not None:
     common.check_output_dir("explain_dir", FLAGS.explain_dir)
   if FLAGS.question is None:
     for name in ("triples_file", "options"):
       if FLAGS[name].present:
         raise app.UsageError(f"--{name} is only used with --question (your own question)")
-    common.check_int("num_questions", FLAGS.num_questions, 1)
+    common.check_int("num_examples", FLAGS.num_examples, 1)
     common.check_int("batch_size", FLAGS.batch_size, 1)
     if FLAGS.split not in scenekb.SPLITS:
       raise app.UsageError(f"--split={FLAGS.split}: expected one of {list(scenekb.SPLITS)}")
@@ -144,8 +146,8 @@ def check_flags(config):
     raise app.UsageError("--question is empty")
   if FLAGS.compare:
     raise app.UsageError("--compare runs the SceneKB questions; drop it or drop --question")
-  for name in ("num_questions", "split"):
-    if FLAGS[name].present:
+  for name in ("num_examples", "split"):
+    if FLAGS[name].present or (name == "num_examples" and FLAGS["num_questions"].present):
       raise app.UsageError(f"--{name} selects SceneKB questions; it cannot be combined with "
                            "--question")
   if FLAGS.options is not None:
@@ -192,15 +194,15 @@ def main(argv):
   own_triples = check_flags(config)
   start = time.time()
   system = GraphLoom.from_config(config, heads=FLAGS.heads)
-  print(f"GraphLoom: decoder {system.decoder.source} ({config.model.dtype}), heads "
-        f"{FLAGS.heads}, loaded in {time.time() - start:.1f}s")
+  logging.info("GraphLoom: decoder %s (%s), heads %s, loaded in %.1fs", system.decoder.source,
+               config.model.dtype, FLAGS.heads, time.time() - start)
   if FLAGS.question is not None:
     answers = answer_own(system, own_triples)
     names = ["0"]
   else:
     kb = scenekb.load(FLAGS.split)
     system.kb_sources = [kb.kb_source()]
-    questions = scenekb.round_robin(kb.questions, FLAGS.num_questions)
+    questions = scenekb.round_robin(kb.questions, FLAGS.num_examples)
     graphs = {}
     for inst in tqdm(sorted({q.extra["instance_id"] for q in questions}), desc="instance graphs"):
       t0 = time.perf_counter()
@@ -225,14 +227,14 @@ def main(argv):
       answers += got
       names += [q.qid + (f"_{mode}" if FLAGS.compare else "") for q in questions]
     print_summary(rows, len(questions), FLAGS.split)
-  if FLAGS.predictions:
-    atomic.atomic_write_text(FLAGS.predictions,
+  if FLAGS.output:
+    atomic.atomic_write_text(FLAGS.output,
                              "".join(json.dumps(a.to_json()) + "\n" for a in answers))
-    print(f"wrote {len(answers)} answers to {FLAGS.predictions}")
+    logging.info("wrote %d answers to %s", len(answers), FLAGS.output)
   if FLAGS.explain_dir:
     n = write_explanations(answers, names, FLAGS.explain_dir)
-    print(f"wrote the subgraphs and gates of {n} answers to {FLAGS.explain_dir}")
+    logging.info("wrote the subgraphs and gates of %d answers to %s", n, FLAGS.explain_dir)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  common.run(main)

@@ -31,7 +31,7 @@ import gzip
 import json
 import pathlib
 
-from absl import app, flags
+from absl import flags
 
 from graphloom_jax.graph.kb import WordNet
 from launch import common
@@ -39,14 +39,22 @@ from launch import common
 FLAGS = flags.FLAGS
 # Defaults inside the project (not the working directory), so the tool runs from anywhere.
 _ROOT = common.PROJECT_ROOT
-flags.DEFINE_string("wordnet_dir", "/usr/share/wordnet", "folder with WordNet 3.0 wndb files")
-flags.DEFINE_string("vocab", str(_ROOT / "graphloom_jax/data/resources/vg150/vocab.json"),
-                    "VG150 vocabulary")
-flags.DEFINE_string("out", str(_ROOT / "graphloom_jax/data/resources/wordnet"), "output folder")
-flags.DEFINE_string("tests_out", str(_ROOT / "tests/data/wordnet"),
-                    "output folder for the test excerpt")
-flags.DEFINE_string("license", "/usr/share/doc/wordnet-base/copyright",
-                    "file holding WordNet's licence text")
+
+
+def _define_flags():
+  """The flags, defined when this runs as a program only (tests import `build`, and their
+  modules share one flag namespace)."""
+  flags.DEFINE_string("wordnet_dir", "/usr/share/wordnet", "folder with WordNet 3.0 wndb files")
+  flags.DEFINE_string("vocab", str(_ROOT / "graphloom_jax/data/resources/vg150/vocab.json"),
+                      "VG150 vocabulary")
+  flags.DEFINE_string("workdir", str(_ROOT / "graphloom_jax/data/resources/wordnet"),
+                      "output folder")
+  flags.DEFINE_alias("out", "workdir")
+  flags.DEFINE_string("tests_out", str(_ROOT / "tests/data/wordnet"),
+                      "output folder for the test excerpt")
+  flags.DEFINE_string("license", "/usr/share/doc/wordnet-base/copyright",
+                      "file holding WordNet's licence text")
+
 
 # VG150 class -> (WordNet lemma, 1-based sense number) where the first sense is not the object
 # seen in images. Chosen by reading the glosses.
@@ -191,12 +199,11 @@ def main(argv):
   common.check_input_dir("wordnet_dir", FLAGS.wordnet_dir)
   common.check_input_file("vocab", FLAGS.vocab)
   common.check_input_file("license", FLAGS.license)
-  common.check_output_dir("out", FLAGS.out)
+  common.check_output_dir("workdir", FLAGS.workdir)
   common.check_output_dir("tests_out", FLAGS.tests_out)
-  print(build(FLAGS.wordnet_dir, FLAGS.vocab, FLAGS.out, FLAGS.tests_out, FLAGS.license))
-
-
+  print(build(FLAGS.wordnet_dir, FLAGS.vocab, FLAGS.workdir, FLAGS.tests_out, FLAGS.license))
 
 
 if __name__ == "__main__":
-  app.run(main)
+  _define_flags()
+  common.run(main)

@@ -1,29 +1,41 @@
-"""What the launchers share: config files found relative to the package, and flag checks that
-run before anything heavy is loaded.
+"""What the launchers share: how they run (`run`), config files found relative to the project,
+and flag checks that run before anything heavy is loaded.
 
-`DEFINE_config_file` is `ml_collections.config_flags.DEFINE_config_file` with one difference:
-a relative path that does not exist from the current directory is looked up under the
-project root (the folder holding `configs/`), so `--config=configs/tiny.py` and the defaults
-work from any directory. A config file found nowhere is a flag error at once (ml_collections
-would defer it to the first use of the config, after the models are loaded).
+`run(main)` is `absl.app.run(main)` with the conventions every launcher follows:
+- JAX's own options are flags too (`--jax_platforms=cpu`, `--jax_enable_x64`, ...:
+  `jax.config.config_with_absl()`, the form JAX recommends next to `app.run`);
+- a bad flag, a config override that names no key (`--config.train.num_stepz=3`), a config file
+  that cannot be loaded, a stray positional argument and an `app.UsageError` raised by `main`
+  each print one line, `LAUNCHER: error: MESSAGE`, and exit with status 1 (no traceback, no
+  usage text; `--help` prints that);
+- absl logging at INFO (`--verbosity` changes it) with orbax's per-checkpoint INFO lines
+  dropped, and after `set_log_process` every line prefixed with the process index.
+
+`DEFINE_config_file` is `ml_collections.config_flags.DEFINE_config_file` whose path may be given
+relative to the project root as well as to the current directory (`--config=configs/tiny.py`
+works from any folder), listed by the launcher's `--help`. A config file found nowhere is a flag
+error at once.
 
 The `check_*` helpers raise `app.UsageError` with a message that starts with the flag and its
 value, so a bad flag fails in milliseconds with a message naming it.
 """
 
+import logging as py_logging
 import math
 import pathlib
+import re
+import sys
+from collections.abc import Callable
 
-from absl import app, flags
+from absl import app, flags, logging
 from ml_collections import config_flags
-from ml_collections.config_flags import config_flags as _config_flags_impl
 
-import configs
-
-PROJECT_ROOT = pathlib.Path(configs.__file__).resolve().parents[1]
-CONFIGS_DIR = pathlib.Path(configs.__file__).resolve().parent
+PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[1]
+CONFIGS_DIR = PROJECT_ROOT / "configs"
 # Model "paths" that name no file.
 WEIGHT_NAMES = ("embedded", "random")
+# Flags defined by DEFINE_config_file: their paths are resolved before absl parses them.
+_CONFIG_FLAGS: set[str] = set()
 
 
 def resolve_config_path(path: str) -> str:
@@ -41,18 +53,135 @@ def resolve_config_path(path: str) -> str:
   raise ValueError(f"no config file {file!r} (looked for {looked})")
 
 
-class _PackageConfigParser(_config_flags_impl.ConfigFileFlagParser):
-  """ConfigFileFlagParser that resolves the path with `resolve_config_path` first."""
-
-  def parse(self, path):
-    return super().parse(resolve_config_path(path))
+def _calling_module() -> str:
+  """The module name absl files a flag under when that module defines it."""
+  name = sys._getframe(2).f_globals.get("__name__", "")  # pylint: disable=protected-access
+  return sys.argv[0] if name == "__main__" else name
 
 
 def DEFINE_config_file(name: str, default: str, help_string: str):  # noqa: N802 (absl style)
-  """`config_flags.DEFINE_config_file` whose paths are found relative to the package too."""
-  holder = config_flags.DEFINE_config_file(name, resolve_config_path(default), help_string)
-  flags.FLAGS[name].parser = _PackageConfigParser(name)
+  """`config_flags.DEFINE_config_file`, its path resolved by `resolve_config_path` (by `run`,
+  before parsing) and the flag listed in the calling launcher's `--help`."""
+  _CONFIG_FLAGS.add(name)
+  try:
+    holder = config_flags.DEFINE_config_file(name, resolve_config_path(default), help_string)
+  except (AttributeError, KeyError, TypeError, ValueError) as e:
+    # ml_collections applies --NAME.a.b overrides of the default file here, at definition
+    exit_with_error(_override_error(sys.argv, e))
+  flags.FLAGS.register_key_flag_for_module(_calling_module(), flags.FLAGS[name])
   return holder
+
+
+def _prog() -> str:
+  main = sys.modules.get("__main__")
+  spec = getattr(main, "__spec__", None)
+  return spec.name if spec is not None and spec.name else pathlib.Path(sys.argv[0]).name
+
+
+def exit_with_error(message: str, exitcode: int = 1):
+  """Prints `PROG: error: MESSAGE` (one line) to stderr and exits."""
+  one_line = " ".join(str(message).split())
+  sys.stderr.write(f"{_prog()}: error: {one_line}\n")
+  sys.exit(exitcode)
+
+
+def _resolve_config_args(argv: list[str]) -> list[str]:
+  """argv with the value of every config-file flag made absolute (`resolve_config_path`)."""
+  out = list(argv)
+  i = 1
+  while i < len(out) and out[i] != "--":
+    for name in _CONFIG_FLAGS:
+      for prefix in (f"--{name}=", f"-{name}="):
+        if out[i].startswith(prefix):
+          value = out[i][len(prefix):]
+          try:
+            out[i] = prefix + resolve_config_path(value)
+          except ValueError as e:
+            exit_with_error(f"--{name}={value}: {e}")
+      if out[i] in (f"--{name}", f"-{name}") and i + 1 < len(out):
+        try:
+          out[i + 1] = resolve_config_path(out[i + 1])
+        except ValueError as e:
+          exit_with_error(f"--{name}={out[i + 1]}: {e}")
+    i += 1
+  return out
+
+
+def _override_error(argv: list[str], error: BaseException) -> str:
+  """One line for an exception raised while ml_collections applied `--config.a.b=v`: the
+  override it came from (the first whose path holds the key the message names) and the reason."""
+  text = str(error.args[0] if error.args else error).replace("\\n", " ").replace("\\'", "'")
+  text = " ".join(text.split())
+  suggestion = re.search(r'Did you mean "([^"]+)" instead of "([^"]+)"', text)
+  key = suggestion.group(2) if suggestion else next(iter(re.findall(r"'([^'\s]+)'", text)), None)
+  overrides = [a.split("=", 1)[0] for a in argv[1:]
+               if any(a.startswith(f"--{n}.") for n in _CONFIG_FLAGS)]
+  named = [o for o in overrides if key and key in o.split(".")]
+  if not named:
+    return text.strip("'\"")
+  hint = f" (did you mean {suggestion.group(1)!r}?)" if suggestion else ""
+  return f"{named[0]}: the config has no key {key!r}{hint}"
+
+
+def _parse_flags(argv: list[str], known_only: bool) -> list[str]:
+  argv = _resolve_config_args(argv)
+  try:
+    return flags.FLAGS(argv, known_only=known_only)
+  except flags.Error as e:
+    exit_with_error(str(e))
+  except (AttributeError, KeyError, TypeError, ValueError) as e:  # raised by a config override
+    exit_with_error(_override_error(argv, e))
+  except Exception as e:  # a config file that fails to load  # pylint: disable=broad-except
+    exit_with_error(f"{type(e).__name__}: {e}")
+
+
+class _DropOrbaxInfo(py_logging.Filter):
+  """orbax logs every checkpoint save at INFO; keep its warnings, drop the rest unless -v 1."""
+
+  def filter(self, record):
+    return (record.levelno >= py_logging.WARNING or logging.get_verbosity() >= 1
+            or "/orbax/" not in record.pathname.replace("\\", "/"))
+
+
+class _ProcessPrefix(py_logging.Filter):
+  def __init__(self, prefix: str):
+    super().__init__()
+    self.prefix = prefix
+
+  def filter(self, record):
+    record.msg = f"{self.prefix}{record.msg}"
+    return True
+
+
+def set_log_process(index: int, count: int) -> None:
+  """Prefixes every absl log line with `[process INDEX/COUNT] ` (for multi-process runs)."""
+  handler = logging.get_absl_handler()
+  for f in [f for f in handler.filters if isinstance(f, _ProcessPrefix)]:
+    handler.removeFilter(f)
+  if count > 1:
+    handler.addFilter(_ProcessPrefix(f"[process {index}/{count}] "))
+
+
+def run(main: Callable[[list[str]], object], *, pass_extra_args: bool = False) -> None:
+  """`app.run(main)` with the launchers' conventions (the module docstring lists them).
+
+  pass_extra_args: flags this process does not define reach `main` in argv (launch.build_graphs
+  hands them to Beam) instead of being errors.
+  """
+  import jax  # pylint: disable=import-outside-toplevel
+
+  jax.config.config_with_absl()
+
+  def checked_main(argv):
+    if len(argv) > 1 and not pass_extra_args:
+      exit_with_error(f"unexpected arguments {argv[1:]} (flags are written --name=value)")
+    logging.get_absl_handler().addFilter(_DropOrbaxInfo())
+    try:
+      return main(argv)
+    except app.UsageError as e:
+      exit_with_error(str(e), e.exitcode)
+
+  app.run(checked_main, flags_parser=lambda argv: _parse_flags(argv, pass_extra_args))
 
 
 def _fail(flag: str, value, why: str):

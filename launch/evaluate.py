@@ -1,19 +1,19 @@
-"""Evaluates GraphLoom or a baseline on a dataset, sharded over processes and resumable.
+r"""Evaluates GraphLoom or a baseline on a dataset, sharded over processes and resumable.
 
   python -m launch.evaluate --config=configs/tiny.py --heads=random --dataset=scenekb \
-      --split=validation --num_examples=16 --output_dir=/tmp/eval
+      --split=validation --num_examples=16 --workdir=/tmp/eval
   python -m launch.evaluate --dataset=scienceqa --manual_dir=DIR --mode=no_retrieval \
-      --output_dir=/tmp/sqa                               # okvqa and mmqa likewise
-  # two hosts (or two processes on one), the output_dir shared between them:
+      --workdir=/tmp/sqa                               # okvqa and mmqa likewise
+  # two hosts (or two processes on one), the workdir shared between them:
   python -m launch.evaluate ... --coordinator_address=host0:1234 --num_processes=2 --process_id=0
   python -m launch.evaluate ... --coordinator_address=host0:1234 --num_processes=2 --process_id=1
 
 Every process answers its shards (batches of --batch_size consecutive examples; shard k is
-process k % num_processes's) and writes each to output_dir/shards/ as it finishes; rerunning the
+process k % num_processes's) and writes each to workdir/shards/ as it finishes; rerunning the
 same command skips the shards that are there. Process 0 then writes predictions.jsonl,
 timings.jsonl and metrics.json (graphloom_jax.evaluation.sharded describes them). Without
 --coordinator_address, --num_processes/--process_id still split the work between independent
-jobs that share output_dir.
+jobs that share workdir.
 
 Devices: within a process the pipeline runs on the mesh config.mesh selects (graphloom_jax.
 pipeline.sharding): --config.mesh.data=0 splits every batch over all local devices
@@ -29,7 +29,7 @@ SmolLM2 (configs/smollm2.py).
 import json
 import pathlib
 
-from absl import app, flags
+from absl import app, flags, logging
 
 from graphloom_jax import provenance
 from graphloom_jax.evaluation import sharded
@@ -43,15 +43,16 @@ flags.DEFINE_string("split", None, f"the split (default {sharded.DEFAULT_SPLITS}
 flags.DEFINE_integer("num_examples", 0, "the first N examples of the split (0: all)")
 flags.DEFINE_integer("batch_size", 8, "examples per shard, answered as one batch (its rows "
                      "are padded to a multiple of the mesh's data axis)")
-flags.DEFINE_string("output_dir", None, "where shards, predictions and metrics go (shared by "
+flags.DEFINE_string("workdir", None, "where shards, predictions and metrics go (shared by "
                     "all processes)")
+flags.DEFINE_alias("output_dir", "workdir")
 flags.DEFINE_enum("mode", "graphloom", MODES, "how the evidence reaches the decoder")
 flags.DEFINE_string("heads", str(HEADS_DIR / "smollm2"), "trained heads (launch.train's "
                     f"WORKDIR/heads), or {sharded.RANDOM_HEADS!r} for a smoke test; mode "
                     "graphloom only")
 flags.DEFINE_string("manual_dir", None, "the official files of scienceqa / okvqa / mmqa")
 flags.DEFINE_string("data_dir", None, "where their TFDS files are prepared (default "
-                    "OUTPUT_DIR/tfds)")
+                    "WORKDIR/tfds)")
 flags.DEFINE_string("coordinator_address", None, "host:port of process 0 (jax.distributed)")
 flags.DEFINE_integer("num_processes", 1, "processes sharing the evaluation")
 flags.DEFINE_integer("process_id", 0, "this process, in [0, num_processes)")
@@ -59,17 +60,19 @@ flags.DEFINE_list("local_device_ids", None, "with --coordinator_address: the dev
                   "process uses (one process per accelerator)")
 flags.DEFINE_float("wait_timeout_s", 3600.0, "how long a process waits for the others' files")
 flags.DEFINE_bool("progress", True, "show a progress bar")
-flags.mark_flag_as_required("output_dir")
+flags.mark_flag_as_required("workdir")
 FLAGS = flags.FLAGS
 
 
 def main(argv):
   del argv
   config = _CONFIG.value
+  common.check_output_dir("workdir", FLAGS.workdir)
   ids = [int(i) for i in FLAGS.local_device_ids] if FLAGS.local_device_ids else None
   procs = sharded.init_processes(FLAGS.coordinator_address, FLAGS.num_processes,
                                  FLAGS.process_id, ids)
-  out = pathlib.Path(FLAGS.output_dir)
+  common.set_log_process(procs.index, procs.count)
+  out = pathlib.Path(FLAGS.workdir)
   if procs.index != 0:
     sharded.wait_for_plan(out, FLAGS.wait_timeout_s)
   try:
@@ -91,20 +94,20 @@ def main(argv):
   report = evaluation.run(
       lambda examples, first: sharded.answer_shard(system, dataset, examples, FLAGS.mode, first),
       dataset, procs.index, procs.count, progress=FLAGS.progress, devices=devices)
-  print(f"process {procs.index}/{procs.count} on mesh {devices['mesh']} of "
-        f"{devices['local']} local {devices['backend']} device(s): computed shards "
-        f"{report['computed']}, reused {report['reused']}")
+  logging.info("mesh %s of %d local %s device(s): computed shards %s, reused %s",
+               devices["mesh"], devices["local"], devices["backend"], report["computed"],
+               report["reused"])
   sharded.sync(procs, "launch.evaluate: shards written")
   if procs.index == 0:
     evaluation.wait_for_shards(FLAGS.wait_timeout_s)
     metrics = evaluation.gather()
     print(json.dumps({k: v for k, v in metrics.items() if not isinstance(v, dict)}, indent=1))
     provenance.write(out, config)
-    print(f"wrote {out / sharded.PREDICTIONS} and {out / sharded.METRICS}")
+    logging.info("wrote %s and %s", out / sharded.PREDICTIONS, out / sharded.METRICS)
   if procs.distributed:
     import jax
     jax.distributed.shutdown()
 
 
 if __name__ == "__main__":
-  app.run(main)
+  common.run(main)

@@ -1,4 +1,4 @@
-"""GRAIL's retrieval evaluations: Evidence Set Completion and Sequential Pool Construction.
+r"""GRAIL's retrieval evaluations: Evidence Set Completion and Sequential Pool Construction.
 
   python -m launch.evaluate_retrieval --task=evidence_completion --data=embedded \
       --output_dir=/tmp/eval_embedded [--grail_dir=/tmp/grail_embedded/grail]
@@ -19,7 +19,6 @@ import pathlib
 
 from absl import app
 from absl import flags
-from absl import logging
 import numpy as np
 
 from graphloom_jax import atomic, provenance
@@ -32,12 +31,14 @@ _CONFIG = common.DEFINE_config_file("config", "configs/grail.py", "GRAIL config 
 _TASK = flags.DEFINE_enum("task", None, ["evidence_completion", "sequential_pool"], "Which task.",
                           required=True)
 _DATA = flags.DEFINE_enum("data", "embedded", ["embedded", "mmqa"], "Which data set.")
-_OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Results go here.", required=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Results go here.", required=True)
+flags.DEFINE_alias("output_dir", "workdir")
 _GRAIL_DIR = flags.DEFINE_string("grail_dir", "", "Trained GRAIL checkpoint (launch.train_grail "
-                                 "writes <output_dir>/grail); empty: train one first.")
+                                 "writes <workdir>/grail); empty: train one first.")
 _SPLIT = flags.DEFINE_string("split", "test", "Questions of this split are evaluated.")
-_MAX_QUESTIONS = flags.DEFINE_integer("max_questions", 0, "Evaluate at most this many questions "
-                                      "(0 = all).")
+_NUM_EXAMPLES = flags.DEFINE_integer("num_examples", 0, "Evaluate at most this many questions "
+                                     "(0 = all).")
+flags.DEFINE_alias("max_questions", "num_examples")
 _BUDGETS = flags.DEFINE_list("budgets", ["10", "20"], "Sequential pool budgets K.")
 _MAX_SLICES = flags.DEFINE_integer("max_slices", 5, "Sequential pool: S = 1..max_slices.")
 _LATENCY_QUERIES = flags.DEFINE_integer("latency_queries", 100, "Queries timed one by one.")
@@ -206,7 +207,7 @@ def run(config, task, data, output_dir, grail_dir="", split="test", max_question
 def check_flags(config) -> tuple[int, ...]:
   """Every flag before any data or model is loaded; returns the budgets as ints."""
   common.check_mmqa(_DATA.value, config.grail.mmqa_dir, "--data=mmqa")
-  common.check_output_dir("output_dir", _OUTPUT_DIR.value)
+  common.check_output_dir("workdir", _WORKDIR.value)
   if _GRAIL_DIR.value:
     common.check_input_dir("grail_dir", _GRAIL_DIR.value)
   if config.grail.embedded_dir:
@@ -215,7 +216,7 @@ def check_flags(config) -> tuple[int, ...]:
     common.check_weights("config.embedder.path", config.embedder.path, allowed=())
   if not _SPLIT.value.strip():
     raise app.UsageError("--split is empty")
-  common.check_int("max_questions", _MAX_QUESTIONS.value, 0)
+  common.check_int("num_examples", _NUM_EXAMPLES.value, 0)
   common.check_int("max_slices", _MAX_SLICES.value, 1)
   common.check_int("latency_queries", _LATENCY_QUERIES.value, 1)
   budgets = []
@@ -236,11 +237,10 @@ def check_flags(config) -> tuple[int, ...]:
 def main(argv):
   del argv
   budgets = check_flags(_CONFIG.value)
-  logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
-  run(_CONFIG.value, _TASK.value, _DATA.value, _OUTPUT_DIR.value, _GRAIL_DIR.value, _SPLIT.value,
-      _MAX_QUESTIONS.value, budgets, _MAX_SLICES.value,
+  run(_CONFIG.value, _TASK.value, _DATA.value, _WORKDIR.value, _GRAIL_DIR.value, _SPLIT.value,
+      _NUM_EXAMPLES.value, budgets, _MAX_SLICES.value,
       _LATENCY_QUERIES.value)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  common.run(main)

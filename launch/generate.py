@@ -1,4 +1,4 @@
-"""Answers a prompt with a Llama decoder.
+r"""Answers a prompt with a Llama decoder.
 
   python -m launch.generate --prompt="What is the capital of France?"
   python -m launch.generate --weights=/path/to/Llama-3.1-8B-Instruct --dtype=bfloat16 \
@@ -51,4 +51,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  common.run(main)

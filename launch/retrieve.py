@@ -1,4 +1,4 @@
-"""Bounded subgraph retrieval over SceneKB instance graphs, scored against the gold triples.
+r"""Bounded subgraph retrieval over SceneKB instance graphs, scored against the gold triples.
 
   python -m launch.retrieve --config=configs/smollm2.py --split=validation \
       --config.retrieval.second_round=template [--distractor_instances=20] [--limit=100]
@@ -26,7 +26,8 @@ from launch import common
 
 _CONFIG = common.DEFINE_config_file("config", "configs/smollm2.py", "config file")
 _SPLIT = flags.DEFINE_enum("split", "validation", list(scenekb.SPLITS), "SceneKB split")
-_LIMIT = flags.DEFINE_integer("limit", 0, "at most this many questions (0: all)")
+_NUM_EXAMPLES = flags.DEFINE_integer("num_examples", 0, "at most this many questions (0: all)")
+flags.DEFINE_alias("limit", "num_examples")
 _DISTRACTORS = flags.DEFINE_integer("distractor_instances", 0,
                                     "other instances whose triples join each pool")
 _OUTPUT = flags.DEFINE_string("output", "", "write the figures here as JSON")
@@ -37,7 +38,7 @@ SECOND_ROUNDS = ("decoder", "template", "none")
 
 def check_flags(config) -> sg.SubgraphConfig:
   """Every flag and the retrieval settings, before the embedder or a decoder is loaded."""
-  common.check_int("limit", _LIMIT.value, 0)
+  common.check_int("num_examples", _NUM_EXAMPLES.value, 0)
   common.check_int("distractor_instances", _DISTRACTORS.value, 0)
   if _OUTPUT.value:
     common.check_output_file("output", _OUTPUT.value)
@@ -68,7 +69,7 @@ def main(argv):
     decoder = decoder_lib.from_config(config.model)
   writer = retrieval_factory.query_writer(config, decoder)
   data = scenekb.load(_SPLIT.value)
-  questions = data.questions[:_LIMIT.value] if _LIMIT.value else data.questions
+  questions = data.questions[:_NUM_EXAMPLES.value] if _NUM_EXAMPLES.value else data.questions
   instances = sorted(data.images)
   rng = random.Random(config.seed)
   pools = {}
@@ -115,4 +116,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  common.run(main)

@@ -1,4 +1,4 @@
-"""Trains GraphLoom's heads (slot projection, fusion prefix, router) on SceneKB with the decoder
+r"""Trains GraphLoom's heads (slot projection, fusion prefix, router) on SceneKB with the decoder
 frozen, or a trained text baseline's adapter (--config.train.target=flat_rag_tuned |
 no_retrieval_tuned: models.heads.TunedPrefix, the same data, L_gen, steps and early stopping on
 S_ans).
@@ -20,7 +20,7 @@ token ids), config.json, final.json and heads/ (the best heads for
 import json
 import pathlib
 
-from absl import app, flags, logging
+from absl import app, flags
 
 from graphloom_jax import atomic, provenance
 from graphloom_jax.models import decoder as decoder_lib
@@ -52,7 +52,6 @@ def check_flags(config):
 
 def main(argv):
   del argv
-  logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
   config = _CONFIG.value
   check_flags(config)
   workdir = pathlib.Path(_WORKDIR.value)
@@ -83,4 +82,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  common.run(main)

@@ -1,12 +1,12 @@
-"""Trains GRAIL's gap gate and modality adapters (InfoNCE), then fits the hybrid selector.
+r"""Trains GRAIL's gap gate and modality adapters (InfoNCE), then fits the hybrid selector.
 
-  python -m launch.train_grail --config=configs/grail.py --output_dir=/tmp/grail_embedded
-  python -m launch.train_grail --config=configs/grail.py --output_dir=/tmp/grail_mmqa \
+  python -m launch.train_grail --config=configs/grail.py --workdir=/tmp/grail_embedded
+  python -m launch.train_grail --config=configs/grail.py --workdir=/tmp/grail_mmqa \
       --config.grail.data=mmqa --config.grail.mmqa_dir=/path/to/multimodalqa/dataset
 
-Writes <output_dir>/grail (the checkpoint `GrailRetriever.from_checkpoint` and
-`launch.evaluate_retrieval --grail_dir` read), <output_dir>/checkpoints (orbax training state;
-a rerun resumes from it) and <output_dir>/train_history.json.
+Writes <workdir>/grail (the checkpoint `GrailRetriever.from_checkpoint` and
+`launch.evaluate_retrieval --grail_dir` read), <workdir>/checkpoints (orbax training state;
+a rerun resumes from it) and <workdir>/train_history.json.
 """
 
 from absl import app
@@ -18,8 +18,9 @@ from graphloom_jax.training import grail_train
 from launch import common
 
 _CONFIG = common.DEFINE_config_file("config", "configs/grail.py", "GRAIL config file.")
-_OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Where checkpoints and logs go.",
-                                  required=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Where checkpoints and logs go.",
+                               required=True)
+flags.DEFINE_alias("output_dir", "workdir")
 
 
 def main(argv):
@@ -28,20 +29,19 @@ def main(argv):
   common.check_mmqa(g.data, g.mmqa_dir, "--config.grail.data=mmqa")
   if g.data not in ("embedded", "mmqa"):
     raise app.UsageError(f"--config.grail.data={g.data}: expected embedded or mmqa")
-  common.check_output_dir("output_dir", _OUTPUT_DIR.value)
+  common.check_output_dir("workdir", _WORKDIR.value)
   if g.embedded_dir:
     common.check_input_dir("config.grail.embedded_dir", g.embedded_dir)
   if _CONFIG.value.embedder.path:
     common.check_weights("config.embedder.path", _CONFIG.value.embedder.path, allowed=())
-  logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
-  provenance.write(_OUTPUT_DIR.value, _CONFIG.value)
-  _, _, history = grail_train.train_from_config(_CONFIG.value, _OUTPUT_DIR.value)
+  provenance.write(_WORKDIR.value, _CONFIG.value)
+  _, _, history = grail_train.train_from_config(_CONFIG.value, _WORKDIR.value)
   for phase, h in history.items():
     if isinstance(h, dict) and "best_val_loss" in h:
       print(f"{phase}: validation InfoNCE {h['val_loss'][0]:.4f} -> {h['best_val_loss']:.4f} "
             f"(best step {h['best_step']})")
-  print(f"checkpoint in {_OUTPUT_DIR.value}/grail")
+  logging.info("checkpoint in %s/grail", _WORKDIR.value)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  common.run(main)

@@ -37,3 +37,21 @@ def same_json(a, b, path=""):
     assert b == pytest.approx(a, rel=1e-5, abs=1e-6), path
   else:
     assert a == b, path
+
+
+def tensorboard_scalars(folder):
+  """(tag, step, value) of every scalar in the event files, read as raw TFRecords."""
+  import struct
+
+  from tensorboardX.proto import event_pb2
+
+  out = []
+  for path in sorted(folder.glob("events.*")):
+    data, pos = path.read_bytes(), 0
+    while pos < len(data):
+      (n,) = struct.unpack("<Q", data[pos:pos + 8])
+      event = event_pb2.Event()
+      event.ParseFromString(data[pos + 12:pos + 12 + n])
+      pos += 12 + n + 4
+      out += [(v.tag, event.step, v.simple_value) for v in event.summary.value]
+  return out

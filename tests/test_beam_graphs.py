@@ -155,7 +155,7 @@ def test_index_from_output_same_neighbours(beam_out, scenekb_test, rng):
 def test_launcher_builds_output_and_index(tmp_path, config):
   out = tmp_path / "graphs"
   cmd = [sys.executable, "-m", "launch.build_graphs", "--dataset=scenekb", "--split=validation",
-         f"--out={out}", "--embedder_factory=tests.fakes:HashEmbed", "--index=exact",
+         f"--workdir={out}", "--embedder_factory=tests.fakes:HashEmbed", "--index=exact",
          "--num_shards=2", "--runner=DirectRunner",
          # not a launcher flag: passed through to Beam's PipelineOptions
          "--direct_num_workers=1"]
@@ -178,7 +178,7 @@ def test_launcher_builds_output_and_index(tmp_path, config):
 
 def test_launcher_mmqa_needs_root(tmp_path):
   res = subprocess.run([sys.executable, "-m", "launch.build_graphs", "--dataset=mmqa",
-                        f"--out={tmp_path / 'o'}"], cwd=ROOT, capture_output=True, text=True,
+                        f"--workdir={tmp_path / 'o'}"], cwd=ROOT, capture_output=True, text=True,
                        timeout=300)
   assert res.returncode != 0 and "--root" in res.stderr
 

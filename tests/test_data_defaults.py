@@ -70,7 +70,7 @@ def test_mmqa_launchers_name_the_flag(tmp_path, argv, flag):
   for extra, message in (([], f"{flag} needs --config.grail.mmqa_dir=FOLDER"),
                          ([f"--config.grail.mmqa_dir={tmp_path / 'nowhere'}"],
                           "no such folder")):
-    r = subprocess.run([sys.executable, "-m", *argv, f"--output_dir={out}", *extra], cwd=ROOT,
+    r = subprocess.run([sys.executable, "-m", *argv, f"--workdir={out}", *extra], cwd=ROOT,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 1 and message in r.stderr + r.stdout, r.stderr[-2000:]
     assert "Traceback" not in r.stderr

@@ -60,7 +60,7 @@ def _env(cache, devices: int) -> dict:
 
 
 def _start(out, cache, devices=1, extra=()):
-  return subprocess.Popen([sys.executable, "-m", "launch.evaluate", *ARGS, f"--output_dir={out}",
+  return subprocess.Popen([sys.executable, "-m", "launch.evaluate", *ARGS, f"--workdir={out}",
                            *extra], cwd=ROOT, env=_env(cache, devices), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
 

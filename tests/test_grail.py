@@ -49,6 +49,19 @@ def trained(tmp_path_factory):
   return c, root, params, cfg, history
 
 
+def test_training_writes_its_curves(trained):
+  """metrics.jsonl holds every evaluation of both phases, equal to the returned history."""
+  _, root, _, _, history = trained
+  records = [json.loads(l) for l in (root / "train" / "metrics.jsonl").read_text().splitlines()]
+  for phase in ("align", "gate"):
+    h = history[phase]
+    got = [(r["step"], r[f"{phase}/val_infonce"]) for r in records
+           if f"{phase}/val_infonce" in r]
+    assert got == list(zip(h["step"], h["val_loss"])), phase
+  hparams = json.loads((root / "train" / "hparams.json").read_text())
+  assert hparams["settings"]["gate_steps"] == 30 and hparams["model"]["gate"] == "vector"
+
+
 @pytest.fixture(scope="module")
 def embedded_set():
   return grail_data.load_evidence_set("embedded")

@@ -38,8 +38,8 @@ def outside(tmp_path):
 
 CASES = [
     # (module, args, text the error must contain)
-    ("launch.answer", ["--num_questions=0"], "--num_questions=0: must be >= 1"),
-    ("launch.answer", ["--num_questions=-4"], "--num_questions=-4"),
+    ("launch.answer", ["--num_examples=0"], "--num_examples=0: must be >= 1"),
+    ("launch.answer", ["--num_questions=-4"], "--num_examples=-4"),  # the old name, an alias
     ("launch.answer", ["--batch_size=0"], "--batch_size=0"),
     ("launch.answer", ["--triples_file=good.jsonl"], "--triples_file is only used with --question"),
     ("launch.answer", ["--options=a,b"], "--options is only used with --question"),
@@ -56,11 +56,14 @@ CASES = [
      "--options=only: give at least 2"),
     ("launch.answer", ["--question=Why?", "--triples_file=good.jsonl", "--compare"],
      "--compare"),
+    ("launch.answer", ["--question=Why?", "--triples_file=good.jsonl", "--num_examples=3"],
+     "--num_examples selects SceneKB questions"),
     ("launch.answer", ["--question=Why?", "--triples_file=good.jsonl", "--num_questions=3"],
-     "--num_questions selects SceneKB questions"),
+     "--num_examples selects SceneKB questions"),
     ("launch.answer", ["--heads=nowhere"], "--heads=nowhere: no such folder"),
     ("launch.answer", ["--split=dev"], "--split=dev"),
-    ("launch.answer", ["--predictions=."], "--predictions=.: is a folder"),
+    ("launch.answer", ["--output=."], "--output=.: is a folder"),
+    ("launch.answer", ["--predictions=."], "--output=.: is a folder"),
     ("launch.answer", ["--config=configs/tiny.py", "--config.model.weights=/no/such/model"],
      "--config.model.weights=/no/such/model: no such file"),
     ("launch.answer", ["--config=configs/missing.py"], "no config file 'configs/missing.py'"),
@@ -69,8 +72,8 @@ CASES = [
      "--config.train.num_steps=0: must be >= 1"),
     ("launch.train", ["--workdir=run", "--config=configs/tiny.py",
                       "--config.model.dtype=float16"], "--config.model.dtype=float16"),
-    ("launch.convert", ["--weights=missing", "--output=out"], "--weights=missing: no such file"),
-    ("launch.convert", ["--output=a_file"], "--output=a_file: is a file"),
+    ("launch.convert", ["--weights=missing", "--workdir=out"], "--weights=missing: no such file"),
+    ("launch.convert", ["--workdir=a_file"], "--workdir=a_file: is a file"),
     ("launch.generate", ["--prompt=Hi", "--temperature=-1"], "--temperature=-1.0"),
     ("launch.generate", ["--prompt=Hi", "--temperature=nan"], "--temperature=nan"),
     ("launch.generate", ["--prompt=Hi", "--temperature=0.7", "--top_p=1.5"], "--top_p=1.5"),
@@ -79,21 +82,22 @@ CASES = [
     ("launch.generate", ["--prompt=Hi", "--max_seq_len=0"], "--max_seq_len=0"),
     ("launch.generate", ["--prompt= "], "--prompt number 1 is empty"),
     ("launch.generate", ["--prompt=Hi", "--weights=missing.gguf"], "--weights=missing.gguf"),
-    ("launch.retrieve", ["--limit=-1"], "--limit=-1"),
+    ("launch.retrieve", ["--num_examples=-1"], "--num_examples=-1"),
     ("launch.retrieve", ["--distractor_instances=-2"], "--distractor_instances=-2"),
     ("launch.retrieve", ["--config.retrieval.second_round=sometimes"],
      "--config.retrieval.second_round=sometimes"),
     ("launch.retrieve", ["--output=."], "--output=.: is a folder"),
-    ("launch.evaluate_retrieval", ["--task=evidence_completion", "--output_dir=o",
+    ("launch.evaluate_retrieval", ["--task=evidence_completion", "--workdir=o",
                                    "--budgets=10,x"], "--budgets=10,x"),
-    ("launch.evaluate_retrieval", ["--task=sequential_pool", "--output_dir=o",
+    ("launch.evaluate_retrieval", ["--task=sequential_pool", "--workdir=o",
                                    "--max_slices=0"], "--max_slices=0"),
-    ("launch.evaluate_retrieval", ["--task=sequential_pool", "--output_dir=o",
+    ("launch.evaluate_retrieval", ["--task=sequential_pool", "--workdir=o",
                                    "--grail_dir=nowhere"], "--grail_dir=nowhere"),
-    ("launch.evaluate_retrieval", ["--task=sequential_pool", "--output_dir=o", "--data=mmqa"],
+    ("launch.evaluate_retrieval", ["--task=sequential_pool", "--workdir=o", "--data=mmqa"],
      "--config.grail.mmqa_dir=FOLDER"),
-    ("launch.train_grail", ["--output_dir=a_file"], "--output_dir=a_file: is a file"),
-    ("launch.train_grail", ["--output_dir=o", "--config.grail.data=mmqa"],
+    ("launch.train_grail", ["--workdir=a_file"], "--workdir=a_file: is a file"),
+    ("launch.train_grail", ["--output_dir=a_file"], "--workdir=a_file: is a file"),
+    ("launch.train_grail", ["--workdir=o", "--config.grail.data=mmqa"],
      "--config.grail.mmqa_dir=FOLDER"),
 ]
 
@@ -132,8 +136,8 @@ def test_default_config_is_used_from_another_directory(outside):
   rc, out = _run("launch.train", ["--workdir=a_file"], outside)
   assert rc != 0 and "--workdir=a_file: is a file" in out, out[-3000:]
   assert "Flags parsing error" not in out
-  rc, out = _run("launch.answer", ["--config=configs/tiny.py", "--num_questions=0"], outside)
-  assert "--num_questions=0: must be >= 1" in out and "Flags parsing error" not in out
+  rc, out = _run("launch.answer", ["--config=configs/tiny.py", "--num_examples=0"], outside)
+  assert "--num_examples=0: must be >= 1" in out and "Flags parsing error" not in out
 
 
 def test_modules_the_tests_import_define_no_colliding_flags():

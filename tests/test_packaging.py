@@ -34,6 +34,7 @@ NOT_IMPORTED = {
     "jinja2": "transformers renders the decoder's chat template with it",
     "tensorboard": "the viewer of the [tensorboard] extra (a command, not an import)",
     "pytest-xdist": "pytest -n 2 (a plugin, not an import)",
+    "accelerate": "transformers loads the GGUF reference decoder in test_smollm2 with it",
 }
 
 
@@ -125,7 +126,9 @@ def test_every_declared_distribution_is_imported():
         used |= _distributions(module)
   unused = sorted(d for d in _declared() if d not in used and d not in NOT_IMPORTED)
   assert not unused, f"declared and never imported: {unused}"
-  assert {"chex", "jaxtyping", "accelerate"}.isdisjoint(_declared())
+  declared = _declared()
+  assert {"chex", "jaxtyping"}.isdisjoint(declared)
+  assert declared.get("accelerate") == {"test"}, "accelerate is a test-only requirement"
 
 
 def test_optional_modules_are_imported_only_through_optional_require():
@@ -196,8 +199,8 @@ try:
 except ImportError as e:
   assert "[scann] extra" in str(e), e
   print("refused ScannIndex")
-from graphloom_jax.training import trainer
-assert trainer._summary_writer(pathlib.Path("tb")) is None
+from graphloom_jax.training import metric_writers
+assert metric_writers.summary_writer(pathlib.Path("tb")) is None
 # The main job (launch.answer) on the tiny config, with freshly initialised heads.
 from configs import tiny
 from graphloom_jax.models import decoder as decoder_lib
@@ -206,7 +209,7 @@ config = tiny.get_config()
 dec = decoder_lib.from_config(config.model)
 heads = graphloom.new_heads(config, dec, 384, seed=0)
 graphloom.save_heads(heads, {heads_dir!r}, config)
-sys.argv = ["answer", "--config=configs/tiny.py", "--heads={heads_dir}", "--num_questions=1",
+sys.argv = ["answer", "--config=configs/tiny.py", "--heads={heads_dir}", "--num_examples=1",
             "--batch_size=1"]
 runpy.run_module("launch.answer", run_name="__main__")
 """

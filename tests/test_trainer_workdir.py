@@ -2,12 +2,12 @@
 finished run's result, and keeps metrics.jsonl and TensorBoard with each step once."""
 
 import json
-import struct
 
 import jax
 import numpy as np
 import pytest
 
+import fakes
 from graphloom_jax.training import trainer
 from test_trainer import setup  # noqa: F401  (the shared tiny-config fixture)
 
@@ -36,22 +36,6 @@ def _leaves(tree):
 
 def _records(workdir):
   return [json.loads(l) for l in (workdir / "metrics.jsonl").read_text().splitlines()]
-
-
-def _tensorboard_scalars(folder):
-  """(tag, step, value) of every scalar in the event files, read as raw TFRecords."""
-  from tensorboardX.proto import event_pb2
-
-  out = []
-  for path in sorted(folder.glob("events.*")):
-    data, pos = path.read_bytes(), 0
-    while pos < len(data):
-      (n,) = struct.unpack("<Q", data[pos:pos + 8])
-      event = event_pb2.Event()
-      event.ParseFromString(data[pos + 12:pos + 12 + n])
-      pos += 12 + n + 4
-      out += [(v.tag, event.step, v.simple_value) for v in event.summary.value]
-  return out
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +139,7 @@ def test_tensorboard_trimmed_on_resume(setup, finished, tmp_path):
     _train(setup, tmp_path, cfg, on_step=kill)
   _train(setup, tmp_path, cfg)
   # TensorBoard orders a folder's events by step, whichever file they are in.
-  losses = sorted((s, v) for tag, s, v in _tensorboard_scalars(tmp_path / "tensorboard")
+  losses = sorted((s, v) for tag, s, v in fakes.tensorboard_scalars(tmp_path / "tensorboard")
                   if tag == "loss")
   assert [s for s, _ in losses] == [1, 2, 3, 4, 5, 6]
   want = [(r["step"], r["loss"]) for r in _records(tmp_path) if "loss" in r]

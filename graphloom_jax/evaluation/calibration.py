@@ -66,29 +66,35 @@ def ece(probs, outcomes, n_bins: int = 15, mask=None) -> float:
 def reliability_diagram(path: str | os.PathLike, panels: dict[str, Reliability],
                         title: str = "Router reliability") -> str:
   """Writes a PNG with one reliability diagram per entry of `panels` (e.g. {"uncalibrated": r1,
-  "calibrated": r2}); returns the path."""
+  "calibrated": r2}); returns the path. Per non-empty bin: a bar of the empirical utility, the
+  mean confidence as a red tick joined to the bar's top (the gap), and the bin's count above;
+  each panel's title holds its ECE and total count."""
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
-  fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.2), squeeze=False)
+  fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 4.6), squeeze=False)
   for ax, (name, r) in zip(axes[0], panels.items()):
     width = r.edges[1] - r.edges[0]
     centers = r.edges[:-1] + width / 2
     filled = r.counts > 0
-    ax.bar(centers[filled], r.accuracy[filled], width=width * 0.95, color="tab:blue",
-           edgecolor="black", label="empirical utility")
-    ax.bar(centers[filled], (r.confidence - r.accuracy)[filled], bottom=r.accuracy[filled],
-           width=width * 0.95, color="tab:red", alpha=0.3, label="gap to confidence")
+    x, acc, conf = centers[filled], r.accuracy[filled], r.confidence[filled]
+    ax.bar(x, acc, width=width * 0.9, color="tab:blue", alpha=0.8, edgecolor="black",
+           label="empirical utility")
+    ax.vlines(x, np.minimum(acc, conf), np.maximum(acc, conf), color="tab:red", lw=1.5)
+    ax.plot(x, conf, "_", color="tab:red", ms=10, mew=2, label="mean confidence (gap)")
+    for xi, yi, n in zip(x, np.maximum(acc, conf), r.counts[filled]):
+      ax.text(xi, min(yi + 0.02, 1.02), f"{int(n)}", ha="center", va="bottom", fontsize=6,
+              rotation=90)
     ax.plot([0, 1], [0, 1], "k--", lw=1)
     ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
+    ax.set_ylim(0, 1.12)
     ax.set_xlabel("predicted gate")
     ax.set_ylabel("fraction of useful slots")
-    ax.set_title(f"{name}: ECE = {r.ece:.3f}")
-    ax.legend(loc="upper left", fontsize=8)
+    ax.set_title(f"{name}\nECE = {r.ece:.3f}, n = {int(r.counts.sum())}", fontsize=10)
+    ax.legend(loc="upper left", fontsize=7)
   fig.suptitle(title)
-  fig.tight_layout()
+  fig.tight_layout(rect=(0, 0, 1, 0.95))
   fig.savefig(path, dpi=100)
   plt.close(fig)
   return str(path)

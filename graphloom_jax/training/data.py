@@ -30,6 +30,8 @@ from typing import Sequence
 
 import grain
 import numpy as np
+import tqdm
+from absl import logging
 
 from graphloom_jax import atomic
 from graphloom_jax.pipeline import prompts
@@ -41,7 +43,7 @@ _EXTRA = ("instance_id", "options", "answer_index", "gold_triples")
 PREPARE_CHUNK = 64  # questions per pipeline call (bounds the batched query writer's work)
 
 
-def featurize(system, kb, questions: Sequence, seq_len: int, log=lambda *_: None
+def featurize(system, kb, questions: Sequence, seq_len: int, progress: bool = False
               ) -> dict[str, np.ndarray]:
   """Stacked features [N, ...] for SceneKB questions (see the module docstring).
 
@@ -63,10 +65,11 @@ def featurize(system, kb, questions: Sequence, seq_len: int, log=lambda *_: None
        for q in questions],
       [q.answer_texts[0] if q.answers else q.extra["options"][q.extra["answer_index"]]
        for q in questions],
-      [(list(q.extra["options"]), q.extra["answer_index"]) for q in questions], seq_len, log)
+      [(list(q.extra["options"]), q.extra["answer_index"]) for q in questions], seq_len,
+      progress)
 
 
-def featurize_paths(system, ds, questions: Sequence, seq_len: int, log=lambda *_: None
+def featurize_paths(system, ds, questions: Sequence, seq_len: int, progress: bool = False
                     ) -> dict[str, np.ndarray]:
   """Stacked features [N, ...] for open-answer PathQuestion / WorldCup2014 questions
   (`graphloom_jax.data.pathqa`): each question's instance graph (`ds.instance_triples`), its
@@ -83,21 +86,24 @@ def featurize_paths(system, ds, questions: Sequence, seq_len: int, log=lambda *_
       system, questions, [graphs[(q.topic, q.hops, q.facts)] for q in questions],
       [[dict(subject=t.subject, relation=t.relation, object=t.object)
         for t in ds.gold_triples(q)] for q in questions],
-      [q.answers[0] for q in questions], None, seq_len, log)
+      [q.answers[0] for q in questions], None, seq_len, progress)
 
 
 def featurize_rows(system, questions: Sequence, graphs: Sequence, gold: Sequence,
                    answers: Sequence[str], options: Sequence | None, seq_len: int,
-                   log=lambda *_: None) -> dict[str, np.ndarray]:
+                   progress: bool = False) -> dict[str, np.ndarray]:
   """The features of questions (with `qid` and `question`) given their instance graphs, gold
   triples and target answers; `options`, per question (option texts, gold index), adds the
-  multiple-choice rows (all questions the same number of options), None leaves them out."""
+  multiple-choice rows (all questions the same number of options), None leaves them out.
+  progress: a progress bar over the questions (stderr)."""
   items = []
-  for s in range(0, len(questions), PREPARE_CHUNK):
-    chunk = questions[s:s + PREPARE_CHUNK]
-    items += system.prepare([q.question for q in chunk], graphs[s:s + PREPARE_CHUNK],
-                            gold=gold[s:s + PREPARE_CHUNK])
-    log(f"featurised {s + len(chunk)} / {len(questions)} questions")
+  with tqdm.tqdm(total=len(questions), desc="featurising", unit="question",
+                 disable=not progress) as bar:
+    for s in range(0, len(questions), PREPARE_CHUNK):
+      chunk = questions[s:s + PREPARE_CHUNK]
+      items += system.prepare([q.question for q in chunk], graphs[s:s + PREPARE_CHUNK],
+                              gold=gold[s:s + PREPARE_CHUNK])
+      bar.update(len(chunk))
   fmt = system.fmt
   target = system.config.train.target
   num_options = len(options[0][0]) if options is not None else 0
@@ -142,25 +148,26 @@ def cache_key(system, questions, seq_len: int) -> str:
 
 
 def cached_featurize(cache_dir: str | os.PathLike | None, name: str, system, kb, questions,
-                     seq_len: int, log=print, featurizer=None) -> dict[str, np.ndarray]:
-  """`featurizer(system, kb, questions, seq_len, log)` (default: SceneKB's `featurize`) with a
+                     seq_len: int, log=logging.info, featurizer=None) -> dict[str, np.ndarray]:
+  """`featurizer(system, kb, questions, seq_len, progress=True)` (default: SceneKB's
+  `featurize`) with a
   checksummed .npz cache keyed by `cache_key`; a corrupt cache file is reported and rebuilt."""
   featurizer = featurizer or featurize
   if cache_dir is None:
-    return featurizer(system, kb, questions, seq_len, log)
+    return featurizer(system, kb, questions, seq_len, progress=True)
   path = pathlib.Path(cache_dir) / f"{name}-{cache_key(system, questions, seq_len)}.npz"
   if path.exists():
     try:
       return atomic.load_npz_checked(path)
     except ValueError as e:
       log(f"features cache {path} is unusable ({e}); rebuilding it")
-  arrays = featurizer(system, kb, questions, seq_len, log)
+  arrays = featurizer(system, kb, questions, seq_len, progress=True)
   path.parent.mkdir(parents=True, exist_ok=True)
   atomic.save_npz_checked(path, arrays)
   return arrays
 
 
-def load_scenekb(config, decoder, cache_dir=None, embedder=None, log=print):
+def load_scenekb(config, decoder, cache_dir=None, embedder=None, log=logging.info):
   """Training and validation features of SceneKB through GraphLoom's pipeline
   (config.train.data, data_root, max_train_examples, eval_examples, seq_len), cached in
   `cache_dir`."""
@@ -195,7 +202,7 @@ PATH_DATASETS = ("pathquestion", "wc2014")
 DATASETS = ("scenekb",) + PATH_DATASETS
 
 
-def load_pathqa(config, decoder, cache_dir=None, embedder=None, log=print):
+def load_pathqa(config, decoder, cache_dir=None, embedder=None, log=logging.info):
   """Training and validation features of a PathQuestion / WorldCup2014 dataset
   (config.train.data, data_config, data_root, split_protocol, max_train_examples,
   eval_examples, seq_len), open answers, no knowledge-base enrichment (the instance graph is
@@ -231,7 +238,7 @@ def load_pathqa(config, decoder, cache_dir=None, embedder=None, log=print):
   return out["train"], out["validation"]
 
 
-def load_training_data(config, decoder, cache_dir=None, embedder=None, log=print):
+def load_training_data(config, decoder, cache_dir=None, embedder=None, log=logging.info):
   """The training and validation features `config.train.data` names (`DATASETS`)."""
   if config.train.data == "scenekb":
     return load_scenekb(config, decoder, cache_dir, embedder, log)

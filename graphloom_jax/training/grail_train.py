@@ -33,10 +33,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import orbax.checkpoint as ocp
+import tqdm
+from absl import logging
 
 from graphloom_jax.ops import steering
 from graphloom_jax.retrieval import grail
 from graphloom_jax.retrieval import grail_data
+from graphloom_jax.training import metric_writers
 
 
 @dataclasses.dataclass
@@ -202,10 +205,12 @@ def evaluate_loss(loss_fn, params, ex: Examples, data, batch_size: int) -> float
 
 
 def _run_phase(name, loss_fn, params, frozen, train_ex, val_ex, data, num_steps, learning_rate,
-               s: TrainSettings, workdir, log):
+               s: TrainSettings, workdir, log, writer=None):
   """Trains loss_fn for num_steps; returns the parameters with the best validation metric and
   the phase history. With a workdir, orbax keeps checkpoints under workdir/checkpoints/<name>
-  and a rerun resumes from the latest step kept (the two best by validation loss are kept)."""
+  and a rerun resumes from the latest step kept (the two best by validation loss are kept).
+  writer: a `metric_writers.MetricWriter` receiving <name>/train_infonce and
+  <name>/val_infonce at every evaluation."""
   tx = make_optimizer(learning_rate, num_steps, s, frozen)
   opt_state = tx.init(params)
 
@@ -237,6 +242,8 @@ def _run_phase(name, loss_fn, params, frozen, train_ex, val_ex, data, num_steps,
   history["val_loss"].append(val0)
   log(f"{name} step {start}: val InfoNCE {val0:.4f} ({len(train_ex)} train / {len(val_ex)} val "
       "instances)")
+  if writer is not None and start == 0:
+    writer.write_scalars(0, {f"{name}/val_infonce": val0})
   if mngr is not None and start == 0:
     # The starting point competes too: training may not beat it on validation.
     mngr.save(0, args=ocp.args.StandardSave({"params": params, "opt_state": opt_state}),
@@ -244,6 +251,7 @@ def _run_phase(name, loss_fn, params, frozen, train_ex, val_ex, data, num_steps,
   rng = np.random.default_rng(s.seed + start)
   order, cursor = rng.permutation(len(train_ex)), 0
   t0, losses = time.perf_counter(), []
+  bar = tqdm.tqdm(total=num_steps, initial=start, desc=name, unit="step", dynamic_ncols=True)
   for it in range(start + 1, num_steps + 1):
     if cursor + s.batch_size > len(order):
       order, cursor = rng.permutation(len(train_ex)), 0
@@ -252,6 +260,7 @@ def _run_phase(name, loss_fn, params, frozen, train_ex, val_ex, data, num_steps,
     params, opt_state, metric = step(params, opt_state,
                                      _pad_batch(train_ex, rows, s.batch_size), data)
     losses.append(float(metric))
+    bar.update(1)
     if it % s.eval_every == 0 or it == num_steps:
       val = evaluate_loss(metric_fn, params, val_ex, data, s.batch_size)
       history["step"].append(it)
@@ -259,12 +268,17 @@ def _run_phase(name, loss_fn, params, frozen, train_ex, val_ex, data, num_steps,
       history["val_loss"].append(val)
       log(f"{name} step {it}: train InfoNCE {np.mean(losses):.4f} val InfoNCE {val:.4f} "
           f"({time.perf_counter() - t0:.1f}s)")
+      bar.set_postfix(val_infonce=f"{val:.4f}")
+      if writer is not None:
+        writer.write_scalars(it, {f"{name}/train_infonce": float(np.mean(losses)),
+                                  f"{name}/val_infonce": val})
       losses = []
       if val < best[0]:
         best = (val, it, params)
       if mngr is not None:
         mngr.save(it, args=ocp.args.StandardSave({"params": params, "opt_state": opt_state}),
                   metrics={"val_loss": val})
+  bar.close()
   if mngr is not None:
     mngr.wait_until_finished()
     best_step = mngr.best_step()
@@ -280,11 +294,13 @@ def _run_phase(name, loss_fn, params, frozen, train_ex, val_ex, data, num_steps,
 
 
 def train(es: grail_data.EvidenceSet, emb: grail_data.EmbeddedSet, cfg: grail.GrailConfig,
-          s: TrainSettings, workdir=None, log=print):
+          s: TrainSettings, workdir=None, log=logging.info):
   """Phase 1 (align): the adapters by alignment InfoNCE on every gold item of the train
   questions. Phase 2 (gate): the gap gate by steering InfoNCE on the train split's Evidence Set
   Completion instances, adapters frozen unless s.gate_adapters. Each phase keeps its best
-  validation step. Returns (params, {'align': history, 'gate': history})."""
+  validation step. With a workdir, the InfoNCE curves go to workdir/metrics.jsonl and
+  workdir/tensorboard (`metric_writers.MetricWriter`, hparams once). Returns
+  (params, {'align': history, 'gate': history})."""
   train_q, val_q = es.select(["train"]), es.select(["validation"])
   align_train = build_alignment_examples(es, train_q, s.num_negatives, s.seed)
   align_val = build_alignment_examples(es, val_q, s.num_negatives, s.seed + 1)
@@ -296,20 +312,29 @@ def train(es: grail_data.EvidenceSet, emb: grail_data.EmbeddedSet, cfg: grail.Gr
   data = (jnp.asarray(emb.pool), jnp.asarray(es.pool.modality), jnp.asarray(emb.questions))
   params = grail.init_params(jax.random.key(s.seed), cfg)
   history = {}
-  if s.align_steps > 0:
-    params, history["align"] = _run_phase(
-        "align", lambda p, b, d: alignment_loss(p, b, d, cfg, s), params, ("gate",), align_train,
-        align_val, data, s.align_steps, s.align_learning_rate, s, workdir, log)
-  params, history["gate"] = _run_phase(
-      "gate", lambda p, b, d: gate_loss(p, b, d, cfg, s), params,
-      () if s.gate_adapters else ("adapters",), gate_train, gate_val, data, s.gate_steps,
-      s.gate_learning_rate, s, workdir, log)
+  writer = metric_writers.MetricWriter(workdir) if workdir is not None else None
+  if writer is not None:
+    writer.write_hparams({"data": es.name, "settings": dataclasses.asdict(s),
+                          "model": dataclasses.asdict(cfg)})
+  try:
+    if s.align_steps > 0:
+      params, history["align"] = _run_phase(
+          "align", lambda p, b, d: alignment_loss(p, b, d, cfg, s), params, ("gate",),
+          align_train, align_val, data, s.align_steps, s.align_learning_rate, s, workdir, log,
+          writer)
+    params, history["gate"] = _run_phase(
+        "gate", lambda p, b, d: gate_loss(p, b, d, cfg, s), params,
+        () if s.gate_adapters else ("adapters",), gate_train, gate_val, data, s.gate_steps,
+        s.gate_learning_rate, s, workdir, log, writer)
+  finally:
+    if writer is not None:
+      writer.close()
   return params, history
 
 
 def fit_hybrid_selector(params: dict, cfg: grail.GrailConfig, es: grail_data.EvidenceSet,
                         emb: grail_data.EmbeddedSet, s: TrainSettings, index_factory=None,
-                        log=print) -> tuple[dict, dict]:
+                        log=logging.info) -> tuple[dict, dict]:
   """Labels train instances by which specialist ranks the missing item higher (ties dropped),
   fits the selector, and reports its accuracy on the validation split. Returns (params with
   'selector', report)."""
@@ -340,7 +365,7 @@ def fit_hybrid_selector(params: dict, cfg: grail.GrailConfig, es: grail_data.Evi
   return {**params, "selector": selector}, report
 
 
-def train_from_config(config, output_dir, log=print):
+def train_from_config(config, output_dir, log=logging.info):
   """Loads the configured data, trains, fits the selector, saves; returns (params, cfg,
   history)."""
   from graphloom_jax.models import load_embedder

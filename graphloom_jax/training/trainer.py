@@ -52,6 +52,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import orbax.checkpoint as ocp
+from absl import logging
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec as P
 
@@ -62,7 +63,7 @@ from graphloom_jax.models import llama
 from graphloom_jax.models import memory as memory_lib
 from graphloom_jax.ops import routing
 from graphloom_jax.training import data as data_lib
-from graphloom_jax.training import losses
+from graphloom_jax.training import losses, metric_writers
 
 # --------------------------------------------------------------------------- the model call
 
@@ -222,14 +223,6 @@ def data_mesh(batch_size: int, devices=None) -> jax.sharding.Mesh:
                            axis_types=(jax.sharding.AxisType.Auto,))
 
 
-def _summary_writer(folder, **kwargs):
-  """A tensorboardX SummaryWriter on `folder`, or None when the [tensorboard] extra is absent."""
-  if not optional.available("tensorboardX"):
-    return None
-  return optional.require("tensorboardX", "TensorBoard events").SummaryWriter(str(folder),
-                                                                              **kwargs)
-
-
 def _jsonable(d):
   out = {}
   for k, v in d.items():
@@ -297,7 +290,7 @@ class Trainer:
 
   def __init__(self, config, backbone: llama.Llama, train_arrays, val_arrays, workdir, *,
                model_call: ModelCall = decoder_forward, devices=None, progress: bool = True,
-               on_step: Callable[[int], None] | None = None, log=print,
+               on_step: Callable[[int], None] | None = None, log=logging.info,
                workdir_lock: WorkdirLock | None = None):
     self.workdir = pathlib.Path(workdir).resolve()  # orbax wants absolute paths
     self._lock = workdir_lock or WorkdirLock(self.workdir)
@@ -452,7 +445,7 @@ class Trainer:
       with atomic.atomic_dir(self.workdir / "tensorboard") as tmp:
         # Its own suffix: event file names hold only the second and the host, and the run's
         # writer opened in the same second would otherwise truncate this file.
-        writer = _summary_writer(tmp, filename_suffix=".resumed")
+        writer = metric_writers.summary_writer(tmp, filename_suffix=".resumed")
         for r in records:
           self._add_scalars(writer, r)
         writer.close()
@@ -522,7 +515,9 @@ class Trainer:
     self.log(f"{cfg.target} trainable parameters: {self.num_params:,} (backbone frozen); "
              f"data-parallel over {self.mesh.devices.size} device(s); "
              + (f"resumed at step {self.step}" if resumed else "starting from scratch"))
-    writer = _summary_writer(self.workdir / "tensorboard")
+    writer = metric_writers.summary_writer(self.workdir / "tensorboard")
+    if writer is not None and not resumed:  # the hyperparameters once, as a text summary
+      writer.add_text("hparams", "```\n" + self.config.to_json_best_effort(indent=1) + "\n```", 0)
     if writer is None:
       self.log("TensorBoard events are not written: they need tensorboardX, which the optional "
                "[tensorboard] extra installs (metrics.jsonl holds every record)")
