@@ -68,6 +68,7 @@ def main(argv):
   del argv
   config = _CONFIG.value
   common.check_output_dir("workdir", FLAGS.workdir)
+  common.set_log_process(FLAGS.process_id, FLAGS.num_processes)  # before jax.distributed logs
   ids = [int(i) for i in FLAGS.local_device_ids] if FLAGS.local_device_ids else None
   procs = sharded.init_processes(FLAGS.coordinator_address, FLAGS.num_processes,
                                  FLAGS.process_id, ids)

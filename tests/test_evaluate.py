@@ -124,8 +124,13 @@ def test_one_device_eight_devices_and_two_processes_write_the_same_predictions(s
   two = tmp_path / "two"
   flags = [f"--coordinator_address=127.0.0.1:{_free_port()}", "--num_processes=2"]
   procs = [_start(two, cache, devices=4, extra=flags + [f"--process_id={i}"]) for i in (1, 0)]
-  for p in procs:
-    _finish(p)
+  logs = [_finish(p) for p in procs]
+  # every log line of a process names it; only process 0 reports writing the outputs
+  for i, log in zip((1, 0), logs):
+    lines = [l for l in log.splitlines() if l[:1] in "IWE" and "] " in l and l[1:5].isdigit()]
+    assert lines and all(f"] [process {i}/2] " in l for l in lines), log[-3000:]
+  assert any("wrote " in l and sharded.METRICS in l for l in logs[1].splitlines())
+  assert not any("wrote " in l and sharded.METRICS in l for l in logs[0].splitlines())
   # metrics.json (computed from texts and choices), the texts, choices and citations are exact;
   # scores agree to float32 rounding: each device count and topology is its own XLA
   # executable, which need not order a reduction the same way on every machine.
