@@ -4,6 +4,7 @@ output that returns the same neighbours; the launcher end to end; MMQA table tri
 
 import functools
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -96,12 +97,25 @@ def test_local_path_equals_instance_build(scenekb_test, config):
     _assert_same(local[i], ref, config)
 
 
-def test_other_sharding_and_parallel_workers_same_output(tmp_path, beam_out, config):
-  """One shard, two worker threads and other batch sizes: the output read back is the same."""
+def test_other_sharding_and_parallel_workers_same_output(tmp_path, beam_out):
+  """One shard, two worker threads and other batch sizes: the output read back is the same.
+
+  The threaded pipeline runs in its own process, so a crash there (once seen under pytest-xdist:
+  the worker died without a traceback) fails this test with the signal and stderr instead of
+  taking the test worker down."""
   out = tmp_path / "one"
-  bg.run(bg.Corpus("scenekb", "test"), config, out, HashEmbed,
-         ["--direct_num_workers=2", "--direct_running_mode=multi_threading"], num_shards=1,
-         min_batch_size=1, max_batch_size=500)
+  code = (
+      "from configs import base\n"
+      "from fakes import HashEmbed\n"
+      "from graphloom_jax.data import beam_graphs as bg\n"
+      f"bg.run(bg.Corpus('scenekb', 'test'), base.get_base_config(), {str(out)!r}, HashEmbed,\n"
+      "       ['--direct_num_workers=2', '--direct_running_mode=multi_threading'],\n"
+      "       num_shards=1, min_batch_size=1, max_batch_size=500)\n")
+  env = dict(os.environ, PYTHONPATH=f"{ROOT}:{ROOT / 'tests'}", JAX_PLATFORMS="cpu",
+             PYTHONFAULTHANDLER="1")
+  res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=600)
+  assert res.returncode == 0, f"exit {res.returncode}\n{res.stderr[-4000:]}"
   a, b = bg.read_output(out), bg.read_output(beam_out[0])
   assert list(a) == list(b)
   for i in a:
