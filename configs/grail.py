@@ -1,6 +1,6 @@
 """GRAIL training and evaluation: gate + adapters by InfoNCE, then the hybrid selector.
 
-  python -m launch.train_grail --config=configs/grail.py --output_dir=/tmp/grail \
+  python -m launch.train_grail --config=configs/grail.py --workdir=/tmp/grail \
       --config.grail.data=mmqa --config.grail.mmqa_dir=/path/to/multimodalqa/dataset
 """
 
@@ -18,7 +18,7 @@ def get_config():
   g.mmqa_dir = ""
   g.embedded_dir = ""  # "" = the benchmark shipped in graphloom_jax/data/resources
   g.per_split = 0  # > 0: only the first per_split questions of each split (quick runs)
-  g.cache_dir = ""  # embedding cache ("" = <output_dir>/embeddings)
+  g.cache_dir = ""  # embedding cache ("" = <workdir>/embeddings)
   g.train = ml_collections.ConfigDict(dict(
       align_steps=300,  # phase 1: modality adapters, alignment InfoNCE
       align_learning_rate=1e-3,

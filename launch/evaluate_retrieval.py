@@ -1,16 +1,16 @@
 r"""GRAIL's retrieval evaluations: Evidence Set Completion and Sequential Pool Construction.
 
   python -m launch.evaluate_retrieval --task=evidence_completion --data=embedded \
-      --output_dir=/tmp/eval_embedded [--grail_dir=/tmp/grail_embedded/grail]
-  python -m launch.evaluate_retrieval --task=sequential_pool --data=mmqa --output_dir=/tmp/eval \
+      --workdir=/tmp/eval_embedded [--grail_dir=/tmp/grail_embedded/grail]
+  python -m launch.evaluate_retrieval --task=sequential_pool --data=mmqa --workdir=/tmp/eval \
       --config.grail.mmqa_dir=/path/to/multimodalqa/dataset
 
 Rows: Query-only, Additive, GRAIL, Hybrid (all in the trained, aligned space), plus
 "GRAIL (untrained gate)": the same adapters with the gate at its initialisation, which isolates
 what training the gate buys. Without --grail_dir the launcher first trains with --config
-(launch.train_grail) into <output_dir>/grail_train.
+(launch.train_grail) into <workdir>/grail_train.
 
-Writes <output_dir>/<task>_<data>.json (every number printed, the per-instance ranks or
+Writes <workdir>/<task>_<data>.json (every number printed, the per-instance ranks or
 per-question Set-Recall they come from, latency, and the data notes: which parts of MMQA are
 not available offline) and PNG plots (<task>_<data>.png).
 """
