@@ -150,8 +150,8 @@ def cache_key(system, questions, seq_len: int) -> str:
 def cached_featurize(cache_dir: str | os.PathLike | None, name: str, system, kb, questions,
                      seq_len: int, log=logging.info, featurizer=None) -> dict[str, np.ndarray]:
   """`featurizer(system, kb, questions, seq_len, progress=True)` (default: SceneKB's
-  `featurize`) with a
-  checksummed .npz cache keyed by `cache_key`; a corrupt cache file is reported and rebuilt."""
+  `featurize`) with a checksummed .npz cache keyed by `cache_key`; a corrupt cache file is
+  reported and rebuilt."""
   featurizer = featurizer or featurize
   if cache_dir is None:
     return featurizer(system, kb, questions, seq_len, progress=True)
