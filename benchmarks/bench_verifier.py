@@ -40,7 +40,7 @@ import time
 import numpy as np
 from absl import app, flags
 
-from configs import base
+from graphloom_jax.configs import base
 from graphloom_jax.data import scenekb
 from graphloom_jax.pipeline import verify as V
 

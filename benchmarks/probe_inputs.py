@@ -275,7 +275,7 @@ def probe_loaders(p: Probes, tmp: pathlib.Path):
 
 
 def probe_generation(p: Probes):
-  from configs import tiny
+  from graphloom_jax.configs import tiny
   from graphloom_jax.models import decoder as decoder_lib
   from graphloom_jax.models import llama
 

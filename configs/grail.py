@@ -6,7 +6,7 @@
 
 import ml_collections
 
-from configs import base
+from graphloom_jax.configs import base
 
 
 def get_config():

@@ -3,7 +3,7 @@
 `model.weights` must point at a local Hugging Face safetensors folder (nothing is downloaded).
 """
 
-from configs import base
+from graphloom_jax.configs import base
 
 
 def get_config():

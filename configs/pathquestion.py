@@ -7,7 +7,7 @@ on the command line:
   (WorldCup2014: --config.train.data=wc2014 --config.train.data_config=WC-2H)
 """
 
-from configs import smollm2
+from graphloom_jax.configs import smollm2
 
 
 def get_config():

@@ -1,6 +1,6 @@
 """A tiny random Llama for tests and CI: every code path, seconds per step on a laptop CPU."""
 
-from configs import base
+from graphloom_jax.configs import base
 
 
 def get_config():

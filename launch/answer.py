@@ -34,7 +34,7 @@ from graphloom_jax.graph.scene_graph import read_scene_graphs
 from graphloom_jax.graph.triples import read_triples
 from graphloom_jax.pipeline import MODES, STAGES, GraphLoom
 from graphloom_jax.pipeline.graphloom import HEADS_DIR, HEADS_FILE, HEADS_META
-from launch import common
+from . import common
 
 _CONFIG = common.DEFINE_config_file("config", "configs/smollm2.py", "configuration")
 flags.DEFINE_string("heads", str(HEADS_DIR / "smollm2"), "trained heads (launch.train's "
@@ -236,5 +236,10 @@ def main(argv):
     logging.info("wrote the subgraphs and gates of %d answers to %s", n, FLAGS.explain_dir)
 
 
-if __name__ == "__main__":
+def cli():
+  """The `graphloom-answer` console script: `python -m` of this module."""
   common.run(main)
+
+
+if __name__ == "__main__":
+  cli()

@@ -26,7 +26,7 @@ import time
 
 from absl import app, flags, logging
 
-from launch import common
+from . import common
 
 _CONFIG = common.DEFINE_config_file("config", "configs/smollm2.py", "configuration "
                                     "(graph.* and embedder.path are read)")
@@ -98,5 +98,10 @@ def main(argv):
   print(json.dumps(summary, sort_keys=True))
 
 
-if __name__ == "__main__":
+def cli():
+  """The `graphloom-build-graphs` console script: `python -m` of this module."""
   common.run(main, pass_extra_args=True)  # the flags it does not define go to Beam
+
+
+if __name__ == "__main__":
+  cli()

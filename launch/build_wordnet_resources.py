@@ -34,7 +34,7 @@ import pathlib
 from absl import flags
 
 from graphloom_jax.graph.kb import WordNet
-from launch import common
+from . import common
 
 FLAGS = flags.FLAGS
 # Defaults inside the project (not the working directory), so the tool runs from anywhere.
@@ -204,6 +204,11 @@ def main(argv):
   print(build(FLAGS.wordnet_dir, FLAGS.vocab, FLAGS.workdir, FLAGS.tests_out, FLAGS.license))
 
 
-if __name__ == "__main__":
+def cli():
+  """The `graphloom-build-wordnet-resources` console script: `python -m` of this module."""
   _define_flags()
   common.run(main)
+
+
+if __name__ == "__main__":
+  cli()

@@ -162,6 +162,18 @@ def set_log_process(index: int, count: int) -> None:
     handler.addFilter(_ProcessPrefix(f"[process {index}/{count}] "))
 
 
+def _adopt_as_main(module) -> None:
+  """Under a console script (`graphloom-answer`), `__main__` is the script's wrapper: give it the
+  launcher's docstring and key flags, which absl's `--help` reads from `__main__` and
+  `sys.argv[0]`, so the help is the same as `python -m launch.answer --help`."""
+  main_module = sys.modules["__main__"]
+  if module is main_module:
+    return
+  main_module.__doc__ = module.__doc__
+  for flag in flags.FLAGS.get_key_flags_for_module(module.__name__):
+    flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+
+
 def run(main: Callable[[list[str]], object], *, pass_extra_args: bool = False) -> None:
   """`app.run(main)` with the launchers' conventions (the module docstring lists them).
 
@@ -171,6 +183,7 @@ def run(main: Callable[[list[str]], object], *, pass_extra_args: bool = False) -
   import jax  # pylint: disable=import-outside-toplevel
 
   jax.config.config_with_absl()
+  _adopt_as_main(sys.modules[main.__module__])
 
   def checked_main(argv):
     if len(argv) > 1 and not pass_extra_args:

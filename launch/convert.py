@@ -10,7 +10,7 @@ import pathlib
 from absl import app, flags, logging
 
 from graphloom_jax.models import decoder as decoder_lib
-from launch import common
+from . import common
 
 flags.DEFINE_string("weights", "embedded", "source weights path or 'embedded'")
 flags.DEFINE_string("workdir", None, "output folder (created)", required=True)
@@ -37,5 +37,10 @@ def main(argv):
   logging.info("wrote %s", out)
 
 
-if __name__ == "__main__":
+def cli():
+  """The `graphloom-convert` console script: `python -m` of this module."""
   common.run(main)
+
+
+if __name__ == "__main__":
+  cli()

@@ -35,7 +35,7 @@ from graphloom_jax import provenance
 from graphloom_jax.evaluation import sharded
 from graphloom_jax.pipeline import MODES, sharding
 from graphloom_jax.pipeline.graphloom import HEADS_DIR
-from launch import common
+from . import common
 
 _CONFIG = common.DEFINE_config_file("config", "configs/smollm2.py", "configuration")
 flags.DEFINE_enum("dataset", "scenekb", sharded.DATASETS, "what to evaluate on")
@@ -110,5 +110,10 @@ def main(argv):
     jax.distributed.shutdown()
 
 
-if __name__ == "__main__":
+def cli():
+  """The `graphloom-evaluate` console script: `python -m` of this module."""
   common.run(main)
+
+
+if __name__ == "__main__":
+  cli()

@@ -25,7 +25,7 @@ from graphloom_jax import atomic, provenance
 from graphloom_jax.evaluation import grail_tasks
 from graphloom_jax.retrieval import grail
 from graphloom_jax.retrieval import grail_data
-from launch import common
+from . import common
 
 _CONFIG = common.DEFINE_config_file("config", "configs/grail.py", "GRAIL config file.")
 _TASK = flags.DEFINE_enum("task", None, ["evidence_completion", "sequential_pool"], "Which task.",
@@ -242,5 +242,10 @@ def main(argv):
       _LATENCY_QUERIES.value)
 
 
-if __name__ == "__main__":
+def cli():
+  """The `graphloom-evaluate-retrieval` console script: `python -m` of this module."""
   common.run(main)
+
+
+if __name__ == "__main__":
+  cli()

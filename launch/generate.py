@@ -11,7 +11,7 @@ r"""Answers a prompt with a Llama decoder.
 from absl import app, flags
 
 from graphloom_jax.models import load_decoder
-from launch import common
+from . import common
 
 flags.DEFINE_string("weights", "embedded", "weights path or 'embedded'")
 flags.DEFINE_multi_string("prompt", None, "prompt(s) to answer", required=True)
@@ -50,5 +50,10 @@ def main(argv):
     print(answer)
 
 
-if __name__ == "__main__":
+def cli():
+  """The `graphloom-generate` console script: `python -m` of this module."""
   common.run(main)
+
+
+if __name__ == "__main__":
+  cli()

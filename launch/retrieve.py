@@ -22,7 +22,7 @@ from graphloom_jax.evaluation import retrieval_metrics as rm
 from graphloom_jax.graph.instance_graph import build_instance_graph, graph_triples
 from graphloom_jax.retrieval import factory as retrieval_factory
 from graphloom_jax.retrieval import subgraph as sg
-from launch import common
+from . import common
 
 _CONFIG = common.DEFINE_config_file("config", "configs/smollm2.py", "config file")
 _SPLIT = flags.DEFINE_enum("split", "validation", list(scenekb.SPLITS), "SceneKB split")
@@ -115,5 +115,10 @@ def main(argv):
     atomic.atomic_write_json(_OUTPUT.value, report, indent=1, sort_keys=True, allow_nan=True)
 
 
-if __name__ == "__main__":
+def cli():
+  """The `graphloom-retrieve` console script: `python -m` of this module."""
   common.run(main)
+
+
+if __name__ == "__main__":
+  cli()

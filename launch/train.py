@@ -27,7 +27,7 @@ from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.models import heads as heads_lib
 from graphloom_jax.pipeline import save_heads
 from graphloom_jax.training import data, trainer
-from launch import common
+from . import common
 
 _CONFIG = common.DEFINE_config_file("config", "configs/tiny.py", "configuration")
 _WORKDIR = flags.DEFINE_string("workdir", None, "output folder (resumes when it has checkpoints)")
@@ -81,5 +81,10 @@ def main(argv):
   print(json.dumps(result))
 
 
-if __name__ == "__main__":
+def cli():
+  """The `graphloom-train` console script: `python -m` of this module."""
   common.run(main)
+
+
+if __name__ == "__main__":
+  cli()

@@ -15,7 +15,7 @@ from absl import logging
 
 from graphloom_jax import provenance
 from graphloom_jax.training import grail_train
-from launch import common
+from . import common
 
 _CONFIG = common.DEFINE_config_file("config", "configs/grail.py", "GRAIL config file.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Where checkpoints and logs go.",
@@ -43,5 +43,10 @@ def main(argv):
   logging.info("checkpoint in %s/grail", _WORKDIR.value)
 
 
-if __name__ == "__main__":
+def cli():
+  """The `graphloom-train-grail` console script: `python -m` of this module."""
   common.run(main)
+
+
+if __name__ == "__main__":
+  cli()

@@ -4,7 +4,7 @@ random decoder, random heads, hashed embeddings), and the text-mode prompt style
 import numpy as np
 import pytest
 
-from configs import tiny
+from graphloom_jax.configs import tiny
 from graphloom_jax.data import scenekb
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.pipeline import GraphLoom, ablation, graphloom, prompts

@@ -4,7 +4,7 @@ as a list of its characters)."""
 
 import pytest
 
-from configs import tiny
+from graphloom_jax.configs import tiny
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.pipeline import GraphLoom
 from graphloom_jax.pipeline.arguments import check_answer_args

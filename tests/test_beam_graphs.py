@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("apache_beam")
 
-from configs import base  # noqa: E402
+from graphloom_jax.configs import base  # noqa: E402
 from graphloom_jax.data import beam_graphs as bg  # noqa: E402
 from graphloom_jax.data import mmqa, scenekb  # noqa: E402
 from graphloom_jax.graph.triples import Triple  # noqa: E402
@@ -105,7 +105,7 @@ def test_other_sharding_and_parallel_workers_same_output(tmp_path, beam_out):
   taking the test worker down."""
   out = tmp_path / "one"
   code = (
-      "from configs import base\n"
+      "from graphloom_jax.configs import base\n"
       "from fakes import HashEmbed\n"
       "from graphloom_jax.data import beam_graphs as bg\n"
       f"bg.run(bg.Corpus('scenekb', 'test'), base.get_base_config(), {str(out)!r}, HashEmbed,\n"

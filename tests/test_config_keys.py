@@ -8,7 +8,7 @@ import sys
 
 import ml_collections
 
-from configs import tiny
+from graphloom_jax.configs import tiny
 from graphloom_jax.data import scenekb
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.pipeline import GraphLoom, graphloom

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from benchmarks import scenekb_tables
-from configs import tiny
+from graphloom_jax.configs import tiny
 from graphloom_jax.data import build_benchmark, scenekb
 from graphloom_jax.evaluation import hallucination
 from graphloom_jax.graph.triples import Triple

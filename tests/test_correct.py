@@ -12,7 +12,7 @@ import zlib
 import numpy as np
 import pytest
 
-from configs import base
+from graphloom_jax.configs import base
 from graphloom_jax.graph import kb
 from graphloom_jax.graph.triples import Triple
 from graphloom_jax.pipeline import correct as C

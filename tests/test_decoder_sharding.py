@@ -90,7 +90,7 @@ def test_streaming_load_reads_bfloat16_checkpoints(folder, tmp_path, rng):
 
 
 def test_eight_b_shardings_divide_evenly(capsys):
-  from configs import llama3_8b
+  from graphloom_jax.configs import llama3_8b
   mesh = mesh_2x4()
   config = llama.config_from_arch(llama3_8b.get_config().model.arch)
   abstract = llama.abstract_model(config, jnp.bfloat16)  # nnx.eval_shape: nothing allocated

@@ -36,5 +36,5 @@ def test_built_in_8b_shapes_are_the_configs():
     import device_check
   finally:
     sys.path.remove(str(ROOT / "benchmarks"))
-  from configs import llama3_8b
+  from graphloom_jax.configs import llama3_8b
   assert device_check.LLAMA3_8B == llama3_8b.get_config().model.arch.to_dict()

@@ -28,7 +28,7 @@ import time
 import numpy as np
 import pytest
 
-from configs import tiny
+from graphloom_jax.configs import tiny
 from graphloom_jax.data import mmqa, okvqa, scenekb, scienceqa
 from graphloom_jax.evaluation import answers, sharded
 from graphloom_jax.evaluation.scienceqa import scienceqa_accuracy

@@ -193,7 +193,7 @@ def test_answer_launcher_writes_explanations(tmp_path):
       launcher = importlib.import_module("launch.answer")
       sys.path.insert(0, {str(ROOT / "tests")!r})
       from test_export import _answer
-      from configs import tiny
+      from graphloom_jax.configs import tiny
       out = {str(tmp_path / "explain")!r}
       n = launcher.write_explanations([_answer(), _answer(evidence=(), mode="flat_rag"),
                                        _answer()], ["q/1", "2", "q/1"], out)

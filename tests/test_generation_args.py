@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from configs import tiny
+from graphloom_jax.configs import tiny
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.models import llama
 from graphloom_jax.pipeline.prompts import ByteTokenizer

@@ -35,7 +35,7 @@ def trained(tmp_path_factory):
   split (over their own gold and distractor triples), embedded with the real MiniLM."""
   if not assets.available("minilm"):
     pytest.skip("the embedded MiniLM is not installed")
-  from configs import grail as grail_config
+  from graphloom_jax.configs import grail as grail_config
   root = tmp_path_factory.mktemp("grail")
   c = grail_config.get_config()
   c.grail.per_split = PER_SPLIT
@@ -306,7 +306,7 @@ def test_query_writer_plugs_into_bounded_retrieval(rng):
 
 
 def test_second_round_writer_from_config(tmp_path):
-  from configs import grail as grail_config
+  from graphloom_jax.configs import grail as grail_config
   c = grail_config.get_config()
   assert grail.second_round_writer(c) is None  # the base config asks for the decoder writer
   c.retrieval.second_round = "grail"
@@ -460,7 +460,7 @@ def test_examples_hold_covered_evidence_as_hard_negatives(embedded_set):
 
 @needs_minilm
 def test_launcher_smoke_run_matches_recomputation(trained, embedded_set):
-  from launch import evaluate_retrieval
+  from graphloom_jax.launch import evaluate_retrieval
   c, root, _, _, _ = trained
   out = root / "eval"
   grail_dir = str(root / "train" / "grail")

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from benchmarks import graphloom_mmqa
-from configs import tiny
+from graphloom_jax.configs import tiny
 from graphloom_jax.data import mmqa
 from graphloom_jax.evaluation import answers
 

@@ -478,7 +478,7 @@ def test_save_during_upserts_is_a_consistent_snapshot(tmp_path, cls):
 def test_config_retrieval_index_selects_the_index(kind, cls):
   """`retrieval.index` is what stage 1 (`pipeline.instance.build`) puts in the pool, and the
   pool's top-k goes through it."""
-  from configs import base
+  from graphloom_jax.configs import base
   from fakes import HashEmbed
   from graphloom_jax.graph.triples import Triple
   from graphloom_jax.pipeline import instance
@@ -503,7 +503,7 @@ def test_config_retrieval_index_selects_the_index(kind, cls):
 
 
 def test_config_retrieval_index_unknown_refused():
-  from configs import base
+  from graphloom_jax.configs import base
   from fakes import HashEmbed
   from graphloom_jax.graph.triples import Triple
   from graphloom_jax.pipeline import instance

@@ -229,7 +229,7 @@ def test_enrich_with_wordnet_excerpt_and_conceptnet(wn):
                     reason="WordNet 3.0 database (Debian wordnet-base) not installed")
 def test_wordnet_resources_regenerate_byte_for_byte(tmp_path):
   import filecmp
-  from launch import build_wordnet_resources as b
+  from graphloom_jax.launch import build_wordnet_resources as b
   b.build(SYSTEM_WORDNET, VOCAB, tmp_path / "res", tmp_path / "tests",
           "/usr/share/doc/wordnet-base/copyright")
   committed = pathlib.Path(kb.__file__).parents[1] / "data" / "resources" / "wordnet"

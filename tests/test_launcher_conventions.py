@@ -1,8 +1,10 @@
 """Every launcher follows the same conventions (launch.common.run): `--help` lists its --config,
 a bad flag, a config typo or a stray argument exits 1 with one line naming it (no traceback,
 no usage text), JAX's options are flags, and the old names of the output and count flags are
-aliases of the new ones."""
+aliases of the new ones. The launchers run as installed console scripts (`graphloom-answer`)
+from a folder outside the clone, and as `python -m launch.answer` inside it."""
 
+import importlib.metadata
 import os
 import pathlib
 import subprocess
@@ -18,19 +20,49 @@ WITH_CONFIG = {"answer", "build_graphs", "evaluate", "evaluate_retrieval", "retr
                "train_grail"}
 
 
-def _run(name, *args, cwd):
+def _script(name):
+  return f"graphloom-{name.replace('_', '-')}"
+
+
+def _run(name, *args, cwd, module=False):
+  """The launcher as its console script (or with module=True as `python -m launch.NAME`)."""
   env = dict(os.environ, JAX_PLATFORMS="cpu")
-  proc = subprocess.run([sys.executable, "-m", f"launch.{name}", *args], cwd=cwd, env=env,
-                        capture_output=True, text=True, timeout=300)
+  cmd = ([sys.executable, "-m", f"launch.{name}"] if module
+         else [str(pathlib.Path(sys.executable).parent / _script(name))])
+  proc = subprocess.run([*cmd, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                        timeout=300)
   return proc.returncode, proc.stdout, proc.stderr
 
 
-def _one_error_line(name, rc, out, err):
+def _one_error_line(name, rc, out, err, prog=None):
   lines = [line for line in err.splitlines() if line.strip()]
   assert rc == 1, (rc, out[-2000:], err[-2000:])
-  assert len(lines) == 1 and lines[0].startswith(f"launch.{name}: error: "), err[-3000:]
+  prog = prog or _script(name)
+  assert len(lines) == 1 and lines[0].startswith(f"{prog}: error: "), err[-3000:]
   assert not out.strip(), out[-2000:]
   return lines[0]
+
+
+def test_each_launcher_is_a_console_script_and_no_top_level_package_is_installed(tmp_path):
+  scripts = {e.name: e.value for e in importlib.metadata.entry_points(group="console_scripts")
+             if e.dist is not None and e.dist.name == "graphloom_jax"}
+  assert scripts == {_script(n): f"graphloom_jax.launch.{n}:cli" for n in LAUNCHERS}
+  top = importlib.metadata.distribution("graphloom_jax").read_text("top_level.txt")
+  assert top is None or top.split() == ["graphloom_jax"], top
+  # outside the clone, launch/ and configs/ are reachable only inside the package
+  code = ("import importlib.util as u, graphloom_jax.launch.answer, graphloom_jax.configs.tiny;"
+          "print(u.find_spec('launch'), u.find_spec('configs'))")
+  proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                        text=True, timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+  assert proc.returncode == 0 and proc.stdout.split() == ["None", "None"], proc.stderr[-2000:]
+
+
+def test_python_m_from_the_clone_follows_the_same_conventions():
+  rc, out, err = _run("train", "--config.modle.dtype=float32", cwd=ROOT, module=True)
+  line = _one_error_line("train", rc, out, err, prog="launch.train")
+  assert "did you mean 'model'?" in line, line
+  _, out, err = _run("train", "--help", cwd=ROOT, module=True)
+  assert out.split("launch/train.py:\n", 1)[1].startswith("  --config:"), out[-3000:]
 
 
 def test_every_launcher_module_is_covered():
@@ -44,7 +76,7 @@ def test_every_launcher_module_is_covered():
 def test_help_lists_the_config_flag_and_keeps_usage_lines(name, tmp_path):
   _, out, err = _run(name, "--help", cwd=tmp_path)  # (absl exits 1 after --help)
   assert not err.strip(), err[-2000:]
-  own = out.split(f"launch/{name}.py:\n", 1)
+  own = out.split(f"{_script(name)}:\n", 1)
   assert len(own) == 2, out[:3000]
   assert "\n  --config:" in "\n" + own[1].split("\n\n")[0], out[-3000:]  # its own section
   # a docstring's line continuation stays a line break in the usage text

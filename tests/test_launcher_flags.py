@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from launch import common
+from graphloom_jax.launch import common
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # What the launchers print (or write) once a model is loading or loaded.
@@ -18,8 +18,11 @@ LOAD_SIGNS = ("loaded in", "GraphLoom trainable parameters", "Loading", "wrote "
 
 
 def _run(module, args, cwd):
+  """`module` (launch.NAME) through its installed console script, graphloom-NAME."""
   env = dict(os.environ, JAX_PLATFORMS="cpu")
-  proc = subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env,
+  name = module.removeprefix("launch.").replace("_", "-")
+  script = pathlib.Path(sys.executable).parent / f"graphloom-{name}"
+  proc = subprocess.run([str(script), *args], cwd=cwd, env=env,
                         capture_output=True, text=True, timeout=300)
   return proc.returncode, proc.stdout + proc.stderr
 

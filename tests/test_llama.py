@@ -197,7 +197,7 @@ def test_top_p_keeps_smallest_nucleus():
 
 
 def test_eight_b_config_shapes_without_memory():
-  from configs import llama3_8b
+  from graphloom_jax.configs import llama3_8b
   cfg = llama.config_from_arch(llama3_8b.get_config().model.arch)
   abstract = llama.abstract_model(cfg, jnp.bfloat16)
   assert abstract.wqkv.value.shape == (32, 8, 4 + 2, 128, 4096)  # 8 kv groups of 4 q heads

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from configs import tiny
+from graphloom_jax.configs import tiny
 from graphloom_jax.data import pathquestion
 from graphloom_jax.evaluation import answers
 from graphloom_jax.models import decoder as decoder_lib

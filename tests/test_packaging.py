@@ -2,10 +2,12 @@
 package, the launchers, configs, benchmarks and tests is declared (the default path's in the
 runtime requirements, optional ones in their extra, the tests' in [test]); every declared
 distribution is imported somewhere or says why not; optional modules are reached only through
-`graphloom_jax.optional`; constraints.txt pins every declared distribution. Then, in a process
-where the optional modules cannot be imported (what `pip install .` without extras gives), the
-whole package imports, the main job answers a question with the tiny config, and each optional
-path fails with a message naming its extra.
+`graphloom_jax.optional`; constraints.txt pins every declared distribution. Then the wheel that
+`pip install .` installs holds one top-level package (graphloom_jax, with the launchers and
+configs inside it) and its data, and, unpacked outside the clone in a process where the optional
+modules cannot be imported (what an install without extras gives), the whole package imports,
+the main job answers a question with the tiny config, and each optional path fails with a
+message naming its extra.
 
 The declared side is read from the installed distribution's metadata
 (`importlib.metadata.requires`), the import side from the sources with `ast`, and import names
@@ -17,8 +19,10 @@ import importlib.metadata
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
+import zipfile
 
 import pytest
 
@@ -184,8 +188,11 @@ import importlib, pathlib, runpy
 import graphloom_jax
 from graphloom_jax import optional
 root = pathlib.Path(graphloom_jax.__file__).parent
+assert root.is_relative_to({site!r}), root  # the wheel's copy, not the clone
 for path in sorted(root.rglob("*.py")):
   name = ".".join(path.relative_to(root.parent).with_suffix("").parts).removesuffix(".__init__")
+  if name.startswith("graphloom_jax.launch."):
+    continue  # each launcher defines its flags: one per process (the main job's below)
   try:
     importlib.import_module(name)
   except ImportError as e:
@@ -202,24 +209,55 @@ except ImportError as e:
 from graphloom_jax.training import metric_writers
 assert metric_writers.summary_writer(pathlib.Path("tb")) is None
 # The main job (launch.answer) on the tiny config, with freshly initialised heads.
-from configs import tiny
+from graphloom_jax.configs import tiny
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.pipeline import graphloom
 config = tiny.get_config()
 dec = decoder_lib.from_config(config.model)
 heads = graphloom.new_heads(config, dec, 384, seed=0)
 graphloom.save_heads(heads, {heads_dir!r}, config)
-sys.argv = ["answer", "--config=configs/tiny.py", "--heads={heads_dir}", "--num_examples=1",
-            "--batch_size=1"]
-runpy.run_module("launch.answer", run_name="__main__")
+sys.argv = ["graphloom-answer", "--config=configs/tiny.py", "--heads={heads_dir}",
+            "--num_examples=1", "--batch_size=1"]
+runpy.run_module("graphloom_jax.launch.answer", run_name="__main__")
 """
 
 
-def test_without_extras_the_package_imports_and_the_main_job_runs(tmp_path):
+def _install_wheel(tmp_path) -> pathlib.Path:
+  """What `pip install .` puts in site-packages: the wheel built from a copy of the sources,
+  unpacked into a folder outside the clone."""
+  src = tmp_path / "src"
+  src.mkdir()
+  for name in ("setup.py", "README.md", "LICENSE", "NOTICE"):
+    shutil.copy(ROOT / name, src / name)
+  for name in ("graphloom_jax", "launch", "configs"):
+    shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+  proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                         "--no-build-isolation", "--no-index", ".", "-w", "dist"], cwd=src,
+                        capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  (wheel,) = (src / "dist").glob("graphloom_jax-*.whl")
+  site = tmp_path / "site"
+  with zipfile.ZipFile(wheel) as z:
+    names = z.namelist()
+    z.extractall(site)
+  assert {n.split("/")[0] for n in names} == {"graphloom_jax", wheel.name.split("-py3")[0]
+                                                + ".dist-info"}, sorted(names)[:20]
+  for needed in ("graphloom_jax/launch/answer.py", "graphloom_jax/configs/tiny.py",
+                 "graphloom_jax/resources/heads/smollm2/heads.safetensors",
+                 "graphloom_jax/data/resources/wordnet/data.noun"):
+    assert needed in names, needed
+  return site
+
+
+def test_without_extras_the_installed_wheel_imports_and_the_main_job_runs(tmp_path):
+  site = _install_wheel(tmp_path)
   blocked = sorted(optional.EXTRAS)
-  code = WITHOUT_EXTRAS.format(blocked=blocked, heads_dir=str(tmp_path / "heads"))
-  env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT))
-  proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+  outside = tmp_path / "work"
+  outside.mkdir()
+  code = WITHOUT_EXTRAS.format(blocked=blocked, heads_dir=str(tmp_path / "heads"),
+                               site=str(site))
+  env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(site))
+  proc = subprocess.run([sys.executable, "-c", code], cwd=outside, env=env, capture_output=True,
                         text=True, timeout=900)
   out = proc.stdout + proc.stderr
   assert proc.returncode == 0, out[-4000:]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from benchmarks import pathqa_rows
-from configs import tiny
+from graphloom_jax.configs import tiny
 from graphloom_jax.data import pathquestion, wc2014
 from graphloom_jax.evaluation import answers
 from graphloom_jax.graph import canonical

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from configs import tiny
+from graphloom_jax.configs import tiny
 from graphloom_jax.data import scenekb
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.pipeline import STAGES, GraphLoom, graphloom, load_heads, save_heads

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from configs import tiny
+from graphloom_jax.configs import tiny
 from graphloom_jax.data import scenekb
 from graphloom_jax.evaluation import sharded
 from graphloom_jax.models import decoder as decoder_lib

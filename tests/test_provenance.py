@@ -8,7 +8,7 @@ import sysconfig
 
 import pytest
 
-from configs import tiny
+from graphloom_jax.configs import tiny
 from graphloom_jax import provenance
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.pipeline import graphloom

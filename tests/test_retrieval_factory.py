@@ -4,7 +4,7 @@ import jax
 import numpy as np
 import pytest
 
-from configs import smollm2
+from graphloom_jax.configs import smollm2
 from graphloom_jax import assets
 from graphloom_jax.data import scenekb
 from graphloom_jax.graph.instance_graph import build_instance_graph, graph_triples

@@ -15,7 +15,7 @@ import sys
 import pytest
 from scipy import special
 
-from configs import smollm2
+from graphloom_jax.configs import smollm2
 from graphloom_jax.data import build_benchmark, scenekb, scenekb_v3
 from graphloom_jax.graph import canonical, kb, lookup
 from graphloom_jax.graph.triples import Triple, TripleFormatError

@@ -210,7 +210,7 @@ def test_decoder_and_template_writers():
 def test_config_checks(rng):
   with pytest.raises(ValueError, match="d_max"):
     sg.SubgraphConfig(d_max=0)
-  from configs.base import get_base_config
+  from graphloom_jax.configs.base import get_base_config
   retrieval = get_base_config().retrieval
   c = sg.SubgraphConfig.from_config(retrieval)
   assert (c.seeds, c.hops, c.d_max, c.n_max, c.query_tokens) == (15, 2, 5, 50, 15)

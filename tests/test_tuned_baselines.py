@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from configs import tiny
+from graphloom_jax.configs import tiny
 from graphloom_jax.data import scenekb
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.models import heads as heads_lib

@@ -442,7 +442,7 @@ def test_graph_verifier_sentences_and_edge_cases():
 
 
 def test_verifier_from_config(tmp_path):
-  from configs import base, tiny
+  from graphloom_jax.configs import base, tiny
   from graphloom_jax.pipeline import GraphLoom
   cfg = base.get_base_config().eval
   dec = _tiny_decoder(300, seed=1)
