@@ -122,7 +122,7 @@ def read_own_triples(path):
 
 def check_flags(config):
   """Every flag, before a model is loaded; returns the triples of --triples_file (or None)."""
-  common.check_model_config(config.model)
+  common.model_section(config)
   if FLAGS.heads is not None:
     heads = common.check_input_dir("heads", FLAGS.heads)
     for name in (HEADS_FILE, HEADS_META):

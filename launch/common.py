@@ -293,13 +293,22 @@ def check_mmqa(data: str, mmqa_dir: str, flag: str) -> None:
     raise app.UsageError(f"--config.grail.mmqa_dir={mmqa_dir}: no such folder")
 
 
-def check_model_config(model_cfg, prefix: str = "config.model") -> None:
-  """The model section's weights, dtype and max_seq_len, before anything is loaded."""
-  check_weights(f"{prefix}.weights", model_cfg.weights)
-  if model_cfg.dtype not in ("float32", "bfloat16"):
-    _fail(f"{prefix}.dtype", model_cfg.dtype, "must be float32 or bfloat16")
-  if model_cfg.max_seq_len is not None:
-    check_int(f"{prefix}.max_seq_len", model_cfg.max_seq_len, 1)
+def model_section(config, allowed=WEIGHT_NAMES, **flag_values):
+  """`config.model` with each flag given on the command line (weights=, dtype=, max_seq_len=;
+  None when not given) in place of its key, checked before anything is loaded; an error names
+  the flag that set the value (`--weights=...`) or else the key (`--config.model.weights=...`)."""
+  model = config.model
+  for key, value in flag_values.items():
+    if value is not None:
+      model[key] = value
+  name = {k: (k if flag_values.get(k) is not None else f"config.model.{k}")
+          for k in ("weights", "dtype", "max_seq_len")}
+  check_weights(name["weights"], model.weights, allowed=allowed)
+  if model.dtype not in ("float32", "bfloat16"):
+    _fail(name["dtype"], model.dtype, "must be float32 or bfloat16")
+  if model.get("max_seq_len") is not None:
+    check_int(name["max_seq_len"], model.max_seq_len, 1)
+  return model
 
 
 def check_sampling_flags(temperature, top_p, seed, max_new_tokens) -> None:

@@ -49,7 +49,7 @@ def check_flags(config) -> sg.SubgraphConfig:
     raise app.UsageError(f"--config.retrieval.second_round={mode}: expected one of "
                          f"{list(SECOND_ROUNDS)}")
   if mode == "decoder":
-    common.check_model_config(config.model)
+    common.model_section(config)
   try:
     return sg.SubgraphConfig.from_config(config.retrieval)
   except (TypeError, ValueError) as e:

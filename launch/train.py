@@ -37,7 +37,7 @@ flags.mark_flag_as_required("workdir")
 def check_flags(config):
   """The workdir and the config's model and training numbers, before anything is loaded."""
   common.check_output_dir("workdir", _WORKDIR.value)
-  common.check_model_config(config.model)
+  common.model_section(config)
   t = config.train
   for name in ("num_steps", "batch_size", "grad_accum", "log_every", "eval_every",
                "checkpoint_every", "seq_len"):

@@ -15,9 +15,10 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LAUNCHERS = sorted(p.stem for p in (ROOT / "launch").glob("*.py")
                    if p.stem not in ("__init__", "common"))
-# Launchers that read a config file (the others take their few model settings as flags).
-WITH_CONFIG = {"answer", "build_graphs", "evaluate", "evaluate_retrieval", "retrieve", "train",
-               "train_grail"}
+# Launchers that read a config file: all but build_wordnet_resources, the maintainers' tool that
+# regenerates the committed WordNet excerpts, which has no setting but its input and output paths.
+WITH_CONFIG = {"answer", "build_graphs", "convert", "evaluate", "evaluate_retrieval", "generate",
+               "retrieve", "train", "train_grail"}
 
 
 def _script(name):
@@ -55,6 +56,18 @@ def test_each_launcher_is_a_console_script_and_no_top_level_package_is_installed
   proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                         text=True, timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"))
   assert proc.returncode == 0 and proc.stdout.split() == ["None", "None"], proc.stderr[-2000:]
+
+
+def test_generate_reads_the_model_from_the_config_and_its_flags_replace_keys(tmp_path):
+  args = ("--prompt=Hi", "--max_new_tokens=2", "--chat=false")
+  rc, out, err = _run("generate", *args, "--config.model.max_seq_len=2", cwd=tmp_path)
+  assert "leaves no room for the prompt in a max_seq_len of 2" in _one_error_line(
+      "generate", rc, out, err)
+  rc, out, err = _run("generate", *args, "--config.model.max_seq_len=2", "--max_seq_len=32",
+                      cwd=tmp_path)  # the flag replaces the key: the embedded model answers
+  assert rc == 0 and len(out.strip().splitlines()) == 1, err[-3000:]
+  rc, out, err = _run("generate", *args, "--weights=nowhere.gguf", cwd=tmp_path)
+  assert "--weights=nowhere.gguf: no such file" in _one_error_line("generate", rc, out, err)
 
 
 def test_python_m_from_the_clone_follows_the_same_conventions():

@@ -77,6 +77,16 @@ CASES = [
                       "--config.model.dtype=float16"], "--config.model.dtype=float16"),
     ("launch.convert", ["--weights=missing", "--workdir=out"], "--weights=missing: no such file"),
     ("launch.convert", ["--workdir=a_file"], "--workdir=a_file: is a file"),
+    ("launch.convert", ["--config=configs/tiny.py", "--workdir=o"],
+     "--config.model.weights=random: no such file"),
+    ("launch.convert", ["--config.model.weights=missing", "--workdir=o"],
+     "--config.model.weights=missing: no such file"),
+    ("launch.generate", ["--prompt=Hi", "--config.model.weights=missing.gguf"],
+     "--config.model.weights=missing.gguf: no such file"),
+    ("launch.generate", ["--prompt=Hi", "--config.model.dtype=float16"],
+     "--config.model.dtype=float16: must be float32 or bfloat16"),
+    ("launch.generate", ["--prompt=Hi", "--config=configs/tiny.py", "--max_new_tokens=600"],
+     "--config.model.weights=random: no such file"),  # a random model has no tokenizer
     ("launch.generate", ["--prompt=Hi", "--temperature=-1"], "--temperature=-1.0"),
     ("launch.generate", ["--prompt=Hi", "--temperature=nan"], "--temperature=nan"),
     ("launch.generate", ["--prompt=Hi", "--temperature=0.7", "--top_p=1.5"], "--top_p=1.5"),
@@ -149,12 +159,13 @@ def test_modules_the_tests_import_define_no_colliding_flags():
   import time may not reuse a name another defines (the failure is a DuplicateFlagError in
   whichever test happens to import second)."""
   import re
-  pattern = re.compile(r"^\s*from (launch|benchmarks) import ([\w, ]+?)(?: as \w+)?$", re.M)
+  pattern = re.compile(r"^\s*from (graphloom_jax\.launch|benchmarks) import ([\w, ]+?)"
+                       r"(?: as \w+)?$", re.M)
   modules = sorted({f"{package}.{name.strip()}"
                     for path in (ROOT / "tests").glob("*.py")
                     for package, names in pattern.findall(path.read_text())
                     for name in names.split(",")})
-  assert "benchmarks.pathqa_rows" in modules and "launch.common" in modules
+  assert "benchmarks.pathqa_rows" in modules and "graphloom_jax.launch.common" in modules
   code = "import importlib\nfor m in %r:\n  importlib.import_module(m)\n" % (modules,)
   env = dict(os.environ, JAX_PLATFORMS="cpu")
   proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
