@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from graphloom_jax.retrieval import ExactIndex, Index, ScannIndex, load_index
-from graphloom_jax.retrieval.index import scann_defaults
+from graphloom_jax.retrieval.index import make_index, scann_defaults
 
 
 def _rng():
@@ -512,5 +512,5 @@ def test_config_retrieval_index_unknown_refused():
   config.retrieval.index = "faiss"
   with pytest.raises(ValueError, match="retrieval.index='faiss'"):
     instance.build([Triple("a", "b", "c")], config=config, embedder=HashEmbed())
-  with pytest.raises(ValueError, match="expected 'exact' or 'scann'"):
-    instance.make_index("faiss", np.eye(4, dtype=np.float32))
+  with pytest.raises(ValueError, match="expected one of exact, scann"):
+    make_index("faiss", np.eye(4, dtype=np.float32))

@@ -50,6 +50,7 @@ import numpy as np
 from graphloom_jax import optional
 from graphloom_jax.graph import instance_graph
 from graphloom_jax.graph.triples import Provenance, Triple, triple_from_json
+from graphloom_jax.retrieval import index as index_lib
 
 beam = optional.require("apache_beam", "graphloom_jax.data.beam_graphs")
 FileSystems = optional.require("apache_beam.io.filesystems",
@@ -234,7 +235,7 @@ class GraphRecord:
     if config.retrieval.index not in instance.INDEXES:
       raise ValueError(f"config.retrieval.index={config.retrieval.index!r}; expected one of "
                        f"{instance.INDEXES}")
-    index = (instance.make_index(config.retrieval.index, self.vectors)
+    index = (index_lib.make_index(config.retrieval.index, self.vectors)
              if len(self.triples) > 4 * config.retrieval.seeds else None)
     return instance.InstanceGraph(self.graph(), list(self.triples), list(self.objects),
                                   TriplePool(self.triples, self.vectors, index=index),
@@ -317,13 +318,8 @@ def corpus_rows(directory) -> list[tuple[str, int]]:
 def build_index(directory, kind: str = "scann", **options):
   """One exact or ScaNN index (ids 0..N-1 in `corpus_rows` order) over every triple of a
   pipeline output; ScaNN options default to `retrieval.index.scann_defaults(N)`."""
-  from graphloom_jax.retrieval import index as index_lib
   vectors, _ = corpus_arrays(read_output(directory))
-  if kind == "exact":
-    return index_lib.ExactIndex(vectors, **options)
-  if kind == "scann":
-    return index_lib.ScannIndex(vectors, **options)
-  raise ValueError(f"build_index: kind must be 'exact' or 'scann', got {kind!r}")
+  return index_lib.make_index(kind, vectors, **options)
 
 
 # ------------------------------------------------------------------------- the Beam pipeline

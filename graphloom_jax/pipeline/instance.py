@@ -82,15 +82,6 @@ def as_triples(triples: Any, where: str = "triples") -> tuple[list[Triple], list
 INDEXES = ("exact", "scann")
 
 
-def make_index(kind: str, vectors: np.ndarray):
-  """The retrieval index `retrieval.index` names over a pool's embeddings (ids = rows)."""
-  if kind == "exact":
-    return index_lib.ExactIndex(vectors)
-  if kind == "scann":
-    return index_lib.ScannIndex(vectors)
-  raise ValueError(f"config.retrieval.index={kind!r}; expected 'exact' or 'scann'")
-
-
 def build_graph(triples: Any, *, config, kb_sources: Sequence = (),
                 objects: Sequence[str] | None = None, instance_id: str = "",
                 canonicalizer: canonical.Canonicalizer | None = None
@@ -134,7 +125,7 @@ def build(triples: Any, *, config, embedder, kb_sources: Sequence = (),
   vectors = np.asarray(embedder.embed(texts if texts else ["."]), np.float32)[:len(rows)]
   # An index only pays off when the pool is much larger than the seed count (TriplePool scores
   # small pools exactly either way).
-  index = (make_index(config.retrieval.index, vectors)
+  index = (index_lib.make_index(config.retrieval.index, vectors)
            if len(rows) > 4 * config.retrieval.seeds else None)
   return InstanceGraph(graph, rows, objects, TriplePool(rows, vectors, index=index), instance_id)
 

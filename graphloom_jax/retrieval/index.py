@@ -544,6 +544,19 @@ def _read_meta(directory: pathlib.Path, kind: str | None = None) -> dict:
   return meta
 
 
+KINDS = ("exact", "scann")
+
+
+def make_index(kind: str, vectors, ids=None, **options) -> ExactIndex | ScannIndex:
+  """The index `config.retrieval.index` names ("exact" or "scann") over `vectors` [N, D], with
+  external `ids` (default 0..N-1); ScaNN's options default to `scann_defaults(N)`."""
+  if kind == "exact":
+    return ExactIndex(vectors, ids, **options)
+  if kind == "scann":
+    return ScannIndex(vectors, ids, **options)
+  raise ValueError(f"config.retrieval.index={kind!r}; expected one of {', '.join(KINDS)}")
+
+
 def load_index(directory) -> ExactIndex | ScannIndex:
   """An index saved with `.save(directory)`, of whichever kind it was.
 
@@ -554,11 +567,19 @@ def load_index(directory) -> ExactIndex | ScannIndex:
   directory = pathlib.Path(directory)
   loaders = {"exact": ExactIndex.load, "scann": ScannIndex.load}
   for _ in range(LOAD_RETRIES):
-    if not directory.exists():
+    try:
+      inode = directory.stat().st_ino
+    except FileNotFoundError:
       time.sleep(LOAD_RETRY_S)  # a concurrent save between its two renames
       continue
     before = _meta_bytes(directory)
-    kind = _read_meta(directory).get("kind")
+    if before is None and _same_folder(directory, inode):
+      _read_meta(directory)  # raises: the folder holds no index.json
+    try:
+      kind = _read_meta(directory).get("kind")
+    except FileNotFoundError:
+      time.sleep(LOAD_RETRY_S)  # renamed away by a concurrent save after the stat
+      continue
     if kind not in loaders:
       raise ValueError(f"{directory / INDEX_FILE}: unknown index kind {kind!r}, expected one "
                        f"of {sorted(loaders)}")
@@ -576,6 +597,13 @@ def load_index(directory) -> ExactIndex | ScannIndex:
     raise FileNotFoundError(f"{directory} not found: not a saved index")
   raise RuntimeError(f"{directory} was replaced {LOAD_RETRIES} times while it was read; is "
                      "something saving it in a loop?")
+
+
+def _same_folder(directory: pathlib.Path, inode: int) -> bool:
+  try:
+    return directory.stat().st_ino == inode
+  except FileNotFoundError:
+    return False
 
 
 def _meta_bytes(directory: pathlib.Path) -> bytes | None:
