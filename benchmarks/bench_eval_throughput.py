@@ -10,7 +10,7 @@ random heads) as P processes with D CPU devices each (JAX_NUM_CPU_DEVICES), in a
 folder, on the first --num_examples questions of the split. With P = 2 the processes share the
 folder and split the shards through its files (shard k is process k % P's), or with
 --distributed through jax.distributed on localhost. Within a process the pipeline runs on the
-mesh `--config.mesh.data=<--mesh_data>` selects (graphloom_jax.pipeline.sharding): 0 (the
+mesh `--config.mesh.data=<--mesh_data>` selects (graphloom_jax.sharding): 0 (the
 default) splits every batch over the process's D devices (data-parallel), 1 keeps it on one
 device.
 

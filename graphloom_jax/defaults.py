@@ -184,7 +184,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.eval.verify_evidence = 10  # triples the verifier reads and a revision may use
   c.eval.max_new_tokens = 32
 
-  # The device mesh of answering and evaluation (pipeline/sharding.py), over this process's
+  # The device mesh of answering and evaluation (graphloom_jax/sharding.py), over this process's
   # devices: batch rows split over "data", the decoder's parameters over "model" (Megatron,
   # llama.PARTITIONS). 0 = every local device (data: every one not on "model"); 1 x 1 = one
   # device, no mesh. E.g. --config.mesh.data=0 for data-parallel evaluation.

@@ -16,7 +16,7 @@ timings.jsonl and metrics.json (graphloom_jax.evaluation.sharded describes them)
 jobs that share workdir.
 
 Devices: within a process the pipeline runs on the mesh config.mesh selects (graphloom_jax.
-pipeline.sharding): --config.mesh.data=0 splits every batch over all local devices
+graphloom_jax/sharding.py): --config.mesh.data=0 splits every batch over all local devices
 (data-parallel), --config.mesh.model=M splits the decoder's parameters over M of them
 (model-parallel, Megatron; configs/llama3_8b.py puts every local device on "model"); the
 default 1 x 1 is one device. The mesh is printed and recorded in runs/p<i>.json.
@@ -33,7 +33,8 @@ from absl import app, flags, logging
 
 from graphloom_jax import provenance
 from graphloom_jax.evaluation import sharded
-from graphloom_jax.pipeline import MODES, sharding
+from graphloom_jax import sharding
+from graphloom_jax.pipeline import MODES
 from graphloom_jax.pipeline.graphloom import HEADS_DIR
 from . import common
 

@@ -24,6 +24,7 @@ import numpy as np
 from graphloom_jax import atomic, provenance
 from graphloom_jax.evaluation import grail_tasks
 from graphloom_jax.retrieval import grail
+from graphloom_jax.data import grail_sets
 from graphloom_jax.retrieval import grail_data
 from . import common
 
@@ -154,7 +155,7 @@ def run(config, task, data, output_dir, grail_dir="", split="test", max_question
   out.mkdir(parents=True, exist_ok=True)
   provenance.write(out, config, task=task, data=data)
   g = config.grail
-  es = grail_data.load_evidence_set(data, mmqa_dir=g.mmqa_dir, embedded_dir=g.embedded_dir,
+  es = grail_sets.load_evidence_set(data, mmqa_dir=g.mmqa_dir, embedded_dir=g.embedded_dir,
                                     per_split=g.per_split)
   cache_dir = g.cache_dir or str(out / "embeddings")
   emb = es.embed(load_embedder(config.embedder.path or None), cache_dir)

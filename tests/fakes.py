@@ -55,3 +55,32 @@ def tensorboard_scalars(folder):
       pos += 12 + n + 4
       out += [(v.tag, event.step, v.simple_value) for v in event.summary.value]
   return out
+
+
+# Our stacked parameter names -> the Hugging Face Llama names of one layer's tensor.
+HF_LAYER_NAMES = {
+    "attn_norm": "input_layernorm.weight", "wq": "self_attn.q_proj.weight",
+    "wk": "self_attn.k_proj.weight", "wv": "self_attn.v_proj.weight",
+    "wo": "self_attn.o_proj.weight", "mlp_norm": "post_attention_layernorm.weight",
+    "w_gate": "mlp.gate_proj.weight", "w_up": "mlp.up_proj.weight",
+    "w_down": "mlp.down_proj.weight",
+}
+
+
+def hf_tensors(config, params):
+  """Our checkpoint layout (stacked layers, Q/K/V as [heads, head_dim, hidden], O as
+  [hidden, heads, head_dim]) back to Hugging Face's names and PyTorch layout ([out, in]),
+  written here independently of the loaders in graphloom_jax.models.weights, which are tested
+  against it."""
+  out = {"model.embed_tokens.weight": params["embed"], "model.norm.weight": params["final_norm"]}
+  if not config.tie_word_embeddings:
+    out["lm_head.weight"] = params["lm_head"]
+  for ours, hf in HF_LAYER_NAMES.items():
+    for i in range(config.num_layers):
+      w = np.asarray(params[ours][i])
+      if ours in ("wq", "wk", "wv"):
+        w = w.reshape(-1, config.hidden_size)
+      elif ours == "wo":
+        w = w.reshape(config.hidden_size, -1)
+      out[f"model.layers.{i}.{hf}"] = w
+  return {k: np.ascontiguousarray(v) for k, v in out.items()}

@@ -9,7 +9,7 @@ import torch
 from graphloom_jax.evaluation import answers
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.models import llama
-from graphloom_jax.models import memory as memory_lib
+from graphloom_jax.pipeline import decode
 
 
 @pytest.mark.parametrize("pred,gold,em,f1", [
@@ -133,25 +133,14 @@ def test_option_logprob_matches_torch():
   mask = rng.uniform(size=(5, 9)) < 0.5
   mask[:, 0] = False
   mask[4] = False
-  got = np.asarray(answers.option_logprob(jnp.asarray(logits), jnp.asarray(tokens),
-                                          jnp.asarray(mask)))
+  got = np.asarray(decode.option_logprob(jnp.asarray(logits), jnp.asarray(tokens),
+                                         jnp.asarray(mask)))
   logp = torch.log_softmax(torch.tensor(logits), -1)
   for r in range(4):
     pos = np.flatnonzero(mask[r])
     want = np.mean([logp[r, i - 1, tokens[r, i]].item() for i in pos])
     assert got[r] == pytest.approx(want, abs=1e-5)
   assert got[4] == -np.inf
-
-
-def test_pack_options_layout_and_errors():
-  tokens, valid, om = answers.pack_options([[5, 6], [7]], [[[1], [2, 3]], [[4, 4, 4], [9]]], 6)
-  np.testing.assert_array_equal(tokens[1], [5, 6, 2, 3, 0, 0])
-  np.testing.assert_array_equal(om[1], [0, 0, 1, 1, 0, 0])
-  np.testing.assert_array_equal(valid[2], [1, 1, 1, 1, 0, 0])
-  with pytest.raises(ValueError, match="same non-zero number of options"):
-    answers.pack_options([[1], [1]], [[[1], [2]], [[3]]], 6)
-  with pytest.raises(ValueError, match="question 0, option 1: 7 tokens exceed length 6"):
-    answers.pack_options([[1, 2, 3]], [[[1], [1, 2, 3, 4]]], 6)
 
 
 def test_score_options_with_tiny_decoder_matches_per_option_torch():
@@ -163,7 +152,15 @@ def test_score_options_with_tiny_decoder_matches_per_option_torch():
   rng = np.random.default_rng(2)
   prompts = [list(rng.integers(1, 64, 5)), list(rng.integers(1, 64, 3))]
   options = [[list(rng.integers(1, 64, n)) for n in (1, 3, 2)] for _ in prompts]
-  scores = answers.score_options(lambda t, v: jnp.asarray(dec.logits(t, v)), prompts, options, 12)
+  rows = [(p, o) for p, opts in zip(prompts, options) for o in opts]  # [prompt ; option] rows
+  tokens = np.zeros((len(rows), 12), np.int32)
+  valid, option_mask = np.zeros(tokens.shape, bool), np.zeros(tokens.shape, bool)
+  for r, (p, o) in enumerate(rows):
+    tokens[r, :len(p) + len(o)], valid[r, :len(p) + len(o)] = p + o, True
+    option_mask[r, len(p):len(p) + len(o)] = True
+  scores = np.asarray(decode.option_logprob(jnp.asarray(dec.logits(tokens, valid)),
+                                            jnp.asarray(tokens), jnp.asarray(option_mask)))
+  scores = scores.reshape(len(prompts), -1)
   for b, prompt in enumerate(prompts):
     for j, opt in enumerate(options[b]):
       row = np.asarray([prompt + opt], np.int32)  # unpadded, one at a time
@@ -172,14 +169,3 @@ def test_score_options_with_tiny_decoder_matches_per_option_torch():
       assert scores[b, j] == pytest.approx(want, abs=1e-4)
   np.testing.assert_array_equal(answers.choose(scores), np.argmax(scores, -1))
   assert answers.choose(np.array([[0.5, 0.5, 0.1]]))[0] == 0
-
-
-def test_repeat_memory():
-  mem = memory_lib.empty(2, 4, prefix_len=3, num_slots=5)
-  mem = mem.replace(slot_keys=jnp.arange(40.0).reshape(2, 5, 4),
-                    prefix=jnp.arange(24.0).reshape(2, 3, 4)[None].repeat(2, 0))
-  rep = answers.repeat_memory(mem, 3)
-  assert rep.slot_keys.shape == (6, 5, 4) and rep.prefix.shape == (2, 6, 3, 4)
-  np.testing.assert_array_equal(rep.slot_keys[3], mem.slot_keys[1])
-  np.testing.assert_array_equal(rep.prefix[1, 5], mem.prefix[1, 1])
-  assert rep.slot_active is None

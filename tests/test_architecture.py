@@ -42,7 +42,8 @@ def _graph():
   for name, path in modules.items():
     g.add_node(name)
     for target in _imports(name, path, modules):
-      if target.split(".")[0] in ("launch", "configs", "benchmarks"):
+      if (target.split(".")[0] in ("launch", "configs", "benchmarks")
+          or target.startswith(("graphloom_jax.launch", "graphloom_jax.configs"))):
         outside.append(f"{name} imports {target}")
       if target in modules and target != name:
         g.add_edge(name, target)

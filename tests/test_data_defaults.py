@@ -7,7 +7,7 @@ import pathlib
 import pytest
 
 from graphloom_jax.data import build_benchmark
-from graphloom_jax.retrieval import grail_data
+from graphloom_jax.data import grail_sets
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -23,7 +23,7 @@ def test_vg150_vocab_ships_with_the_package():
 
 def test_mmqa_evidence_set_needs_a_folder():
   with pytest.raises(ValueError, match=r"needs mmqa_dir.*--config\.grail\.mmqa_dir"):
-    grail_data.load_evidence_set("mmqa")
+    grail_sets.load_evidence_set("mmqa")
 
 
 def _config_strings(d, prefix=""):

@@ -11,6 +11,7 @@ import transformers
 from jax.sharding import AxisType, PartitionSpec as P
 from flax import nnx
 
+import fakes
 from graphloom_jax.models import llama, load_decoder, weights
 
 
@@ -35,6 +36,27 @@ def folder(tmp_path_factory):
   path = tmp_path_factory.mktemp("sharded") / "hf"
   model.save_pretrained(path, safe_serialization=True, max_shard_size="60KB")
   return path
+
+
+@pytest.mark.parametrize("axis_type", ["default", "auto"])
+def test_a_jax_make_mesh_of_either_axis_type_gives_one_devices_logits(folder, rng, axis_type):
+  """`load_decoder(path, mesh=jax.make_mesh(...))`, the call a user writes first: with the
+  default axis types (Explicit) as with Auto ones, the logits and greedy tokens are one
+  device's."""
+  if len(jax.devices()) < 8:
+    pytest.skip("needs 8 devices (tests/conftest.py sets XLA_FLAGS for 8 CPU devices)")
+  kwargs = {} if axis_type == "default" else {"axis_types": (AxisType.Auto,) * 2}
+  mesh = jax.make_mesh((2, 4), ("data", "model"), **kwargs)
+  if axis_type == "default":
+    assert all(t == AxisType.Explicit for t in mesh.axis_types), mesh.axis_types
+  single = load_decoder(str(folder))
+  on_mesh = load_decoder(str(folder), mesh=mesh)
+  assert set(on_mesh.model.embed.value.sharding.device_set) == set(mesh.devices.flat)
+  ids = rng.integers(0, 256, size=(4, 40)).astype(np.int32)
+  np.testing.assert_allclose(on_mesh.logits(ids), single.logits(ids), atol=1e-5, rtol=0)
+  prompts = [list(ids[0, :9]), list(ids[1, :17])]
+  assert (on_mesh.generate_ids(prompts, 4, eos_ids=[-1])
+          == single.generate_ids(prompts, 4, eos_ids=[-1]))
 
 
 def test_mesh_load_places_every_parameter_as_declared(folder, rng):
@@ -74,7 +96,7 @@ def test_uneven_dimension_is_replicated_and_reported():
 def test_streaming_load_reads_bfloat16_checkpoints(folder, tmp_path, rng):
   """A bfloat16 safetensors file (how Llama-3 ships) is read as bfloat16, not via float32."""
   config, params = weights.load_safetensors(folder)
-  hf = weights.to_hf_tensors(config, params)
+  hf = fakes.hf_tensors(config, params)
   torch_tensors = {k: torch.from_numpy(v).to(torch.bfloat16) for k, v in hf.items()}
   from safetensors.torch import save_file
   save_file(torch_tensors, str(tmp_path / "model.safetensors"))

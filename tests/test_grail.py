@@ -17,6 +17,7 @@ from graphloom_jax.evaluation import grail_tasks
 from graphloom_jax.graph.triples import Triple
 from graphloom_jax.ops import steering
 from graphloom_jax.retrieval import grail
+from graphloom_jax.data import grail_sets
 from graphloom_jax.retrieval import grail_data
 from graphloom_jax.retrieval import subgraph
 from graphloom_jax.training import grail_train
@@ -64,7 +65,7 @@ def test_training_writes_its_curves(trained):
 
 @pytest.fixture(scope="module")
 def embedded_set():
-  return grail_data.load_evidence_set("embedded")
+  return grail_sets.load_evidence_set("embedded")
 
 
 def _first_per_split(es):
@@ -341,7 +342,7 @@ def test_embedded_evidence_set_matches_the_benchmark(embedded_set):
 
 def test_mmqa_evidence_set_on_real_dev_records():
   import gzip
-  es = grail_data.load_evidence_set("mmqa", mmqa_dir=str(MMQA_DIR))
+  es = grail_sets.load_evidence_set("mmqa", mmqa_dir=str(MMQA_DIR))
   with gzip.open(MMQA_DIR / "MMQA_images.jsonl.gz", "rt") as f:
     titles = {(r := json.loads(line))["id"]: r["title"] for line in f}
   with gzip.open(MMQA_DIR / "MMQA_dev.jsonl.gz", "rt") as f:
@@ -392,7 +393,7 @@ def test_mmqa_uses_full_texts_and_tables_when_present(tmp_path):
           "table_name": "Filmography", "header": [{"column_name": "Title"},
                                                   {"column_name": "Role"}],
           "table_rows": [[{"text": "Mask"}, {"text": "Mr. Simms"}]]}}])
-  es = grail_data.mmqa_evidence_set(tmp_path)
+  es = grail_sets.mmqa_evidence_set(tmp_path)
   assert es.pool.texts == ["Emblem", "Logo", "The Bad News Bears. Released in 1976.",
                            "Mask. Released in 1985.",
                            "Ben Piazza Filmography: Title | Role; Mask | Mr. Simms"]
@@ -409,9 +410,9 @@ def test_mmqa_reader_errors_name_file_and_line(tmp_path):
       '{"qid": "x", "question": "?", "metadata": {"type": "ImageQ"}, '
       '"supporting_context": [{"doc_part": "image"}]}\n')
   with pytest.raises(ValueError, match=r"MMQA_dev.jsonl:1 \(qid x\): supporting_context\[0\]"):
-    grail_data.mmqa_evidence_set(tmp_path)
+    grail_sets.mmqa_evidence_set(tmp_path)
   with pytest.raises(FileNotFoundError, match="no MMQA_dev"):
-    grail_data.mmqa_evidence_set(tmp_path / "nowhere")
+    grail_sets.mmqa_evidence_set(tmp_path / "nowhere")
 
 
 # ---------------------------------------------------------------- training

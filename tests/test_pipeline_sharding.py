@@ -1,4 +1,4 @@
-"""The pipeline on a device mesh (graphloom_jax.pipeline.sharding), on the 8 CPU devices of
+"""The pipeline on a device mesh (graphloom_jax.sharding), on the 8 CPU devices of
 tests/conftest.py: the config's mesh keys resolve to the mesh, rows are padded and placed split
 over "data", and GraphLoom answers (generation, citations, option scores, a revision) on an
 8 x 1 data-parallel mesh and a 2 x 4 data x model mesh equal those on one device, with the
@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
+from graphloom_jax import sharding
 from graphloom_jax.configs import tiny
 from graphloom_jax.data import scenekb
 from graphloom_jax.evaluation import sharded
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.models import llama
-from graphloom_jax.pipeline import GraphLoom, decode, graphloom, sharding
+from graphloom_jax.pipeline import GraphLoom, decode, graphloom
 
 from fakes import HashEmbed, same_json
 
@@ -105,7 +106,7 @@ def test_answers_on_a_mesh_equal_one_device(shape, monkeypatch):
   qs = kb.questions[:3]  # 3 questions x 4 options: rows padded on both meshes
 
   def build(mesh):
-    dec = sharding.load_decoder(config.model, mesh)
+    dec = decoder_lib.from_config(config.model, mesh)
     heads = graphloom.new_heads(config, dec, 16, seed=3)
     return GraphLoom(config, dec, HashEmbed(), heads, kb_sources=[kb.kb_source()], mesh=mesh)
 

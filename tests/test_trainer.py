@@ -172,7 +172,10 @@ def test_features_shapes_and_errors(setup):
 
 
 def test_decoder_with_bound_router_matches_training_forward(setup):
+  """Decoder.logits with the bound router (answering) equals the forward the trainer runs,
+  `pipeline.decode.heads_forward`."""
   from graphloom_jax.models import heads as heads_mod
+  from graphloom_jax.pipeline import decode
   from graphloom_jax.models import router as router_lib
   import jax.numpy as jnp
   cfg, dec, tr, _, _ = setup
@@ -181,11 +184,10 @@ def test_decoder_with_bound_router_matches_training_forward(setup):
   mem, inputs = heads.memory(batch)
   got = dec.logits(np.asarray(batch["tokens"]), np.asarray(batch["valid"]), memory=mem,
                    router=router_lib.BoundRouter(heads.router, inputs))
-  record = []
-  want, attn = trainer.decoder_forward(dec.model, batch["tokens"], batch["valid"], mem,
-                                       heads.router.route_fn(inputs, record))
+  want, attn, _ = decode.heads_forward(heads, dec.model, batch, first_layer=-1,
+                                       return_slot_attention=True)
   np.testing.assert_allclose(got, np.asarray(want), atol=1e-5)
-  assert len(record) == 1 and attn.shape[-1] == cfg.memory.bank_size
+  assert attn.shape[-1] == cfg.memory.bank_size
   plain = dec.logits(np.asarray(batch["tokens"]), np.asarray(batch["valid"]))
   assert np.abs(plain - got).max() > 1e-4  # the memory changes the output
 

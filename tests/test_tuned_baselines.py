@@ -123,8 +123,8 @@ def test_answering_scores_options_as_the_trainer_did(trained):
   heads_def = nnx.split(adapter, nnx.Param, ...)[0]
   backbone_def, backbone_state = nnx.split(dec.model)
   want = trainer.eval_step(params, rest, backbone_state, batch, heads_def=heads_def,
-                           backbone_def=backbone_def, model_call=t.model_call,
-                           dtype=dec.dtype)["option_scores"]
+                           backbone_def=backbone_def,
+                           first_layer=t.first_layer)["option_scores"]
   np.testing.assert_allclose([a.option_scores for a in got], np.asarray(want), atol=1e-4)
   assert all(a.mode == target and a.evidence == [] for a in got)
   # the adapter is read: zero-shot scores differ

@@ -4,10 +4,8 @@ Shapes: B batch, J options, T sequence length, V vocabulary.
 
 Multiple choice (docs/method.md §5): option j of a question is scored
   score_j = (1 / |o_j|) sum_i log p(o_j,i | memory, Q, o_j,<i)
-from one forward pass over [prompt ; option] per option, and the choice is argmax_j (ties go to
-the lower option index). `score_options` takes any `logits_fn(tokens, valid) -> [N, T, V]` so the
-memory (prefix + routed slots), or none, is the caller's business; `repeat_memory` tiles a
-Memory for the J option rows of each question.
+(`pipeline.decode.option_logprob`, where the decoder runs), and the choice is argmax_j
+(`choose`: ties go to the lower option index).
 
 Open answers (MMQA): the official MultimodalQA scorer (allenai/multimodalqa,
 baselines/evaluate.py), which is DROP's answer-set EM and token F1 plus number words. Each
@@ -25,7 +23,7 @@ VQA accuracy (OK-VQA): the official VQA evaluation (GT-Vision-Lab/VQA, vqaEval.p
 
 import re
 import string
-from typing import Callable, Sequence
+from typing import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -33,7 +31,6 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 from word2number import w2n
 
-from graphloom_jax.models import memory as memory_lib
 
 # ---------------------------------------------------------------- open answers (DROP / MMQA)
 
@@ -243,23 +240,7 @@ def mean_vqa_accuracy(predictions: Sequence[str],
   return {"accuracy": 100 * sum(accs) / len(accs), "count": len(accs)}
 
 
-# ---------------------------------------------------------------- multiple choice
-
-@jax.jit
-def option_logprob(logits: jax.Array, tokens: jax.Array, option_mask: jax.Array) -> jax.Array:
-  """Length-normalised log-likelihood of the option tokens.
-
-  logits [N, T, V] from a forward pass over tokens [N, T]; option_mask [N, T] marks the option's
-  tokens (position i is predicted by the logits at i - 1, so position 0 must be False).
-  Returns [N]; -inf for a row without option tokens.
-  """
-  logp = jax.nn.log_softmax(logits[:, :-1].astype(jnp.float32), axis=-1)
-  tok = jnp.take_along_axis(logp, tokens[:, 1:, None], axis=-1)[..., 0]
-  m = option_mask[:, 1:]
-  count = jnp.sum(m, axis=-1)
-  total = jnp.sum(jnp.where(m, tok, 0.0), axis=-1)
-  return jnp.where(count > 0, total / jnp.maximum(count, 1), -jnp.inf)
-
+# ------------------------------------------------------------- teacher-forced answers
 
 def greedy_match(logits: jax.Array, targets: jax.Array, steps: jax.Array) -> jax.Array:
   """[N] whether greedy decoding would write the target: the argmax of logits [N, T, V] equals
@@ -274,57 +255,3 @@ def greedy_match(logits: jax.Array, targets: jax.Array, steps: jax.Array) -> jax
 def choose(scores: np.ndarray) -> np.ndarray:
   """[B, J] option scores -> [B] chosen option (first maximum)."""
   return np.argmax(np.asarray(scores), axis=-1)
-
-
-def pack_options(prompts: Sequence[Sequence[int]], options: Sequence[Sequence[Sequence[int]]],
-                 length: int, pad_id: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-  """Right-padded rows [prompt ; option_j] for every question and option.
-
-  Returns tokens [B * J, length] int32, valid [B * J, length] and option_mask [B * J, length].
-  Every question must have the same number J of options.
-  """
-  if len(prompts) != len(options):
-    raise ValueError(f"{len(prompts)} prompts but {len(options)} option lists")
-  js = {len(o) for o in options}
-  if len(js) != 1 or 0 in js:
-    raise ValueError(f"every question needs the same non-zero number of options, got {sorted(js)}")
-  j = js.pop()
-  n = len(prompts) * j
-  tokens = np.full((n, length), pad_id, np.int32)
-  valid = np.zeros((n, length), bool)
-  option_mask = np.zeros((n, length), bool)
-  for b, (prompt, opts) in enumerate(zip(prompts, options)):
-    if not prompt:
-      raise ValueError(f"question {b}: empty prompt")
-    for k, opt in enumerate(opts):
-      if not opt:
-        raise ValueError(f"question {b}, option {k}: empty option")
-      row = list(prompt) + list(opt)
-      if len(row) > length:
-        raise ValueError(f"question {b}, option {k}: {len(row)} tokens exceed length {length}")
-      r = b * j + k
-      tokens[r, :len(row)] = row
-      valid[r, :len(row)] = True
-      option_mask[r, len(prompt):len(row)] = True
-  return tokens, valid, option_mask
-
-
-def score_options(logits_fn: Callable[[np.ndarray, np.ndarray], jax.Array],
-                  prompts: Sequence[Sequence[int]], options: Sequence[Sequence[Sequence[int]]],
-                  length: int, pad_id: int = 0) -> np.ndarray:
-  """[B, J] length-normalised option log-likelihoods. logits_fn(tokens [B*J, T], valid) -> logits."""
-  tokens, valid, option_mask = pack_options(prompts, options, length, pad_id)
-  scores = option_logprob(logits_fn(tokens, valid), jnp.asarray(tokens), jnp.asarray(option_mask))
-  return np.asarray(scores).reshape(len(prompts), -1)
-
-
-def repeat_memory(memory: memory_lib.Memory, times: int) -> memory_lib.Memory:
-  """Each example's memory repeated `times` times along the batch (option rows are b * J + j)."""
-  def rep(x, axis):
-    return None if x is None else jnp.repeat(x, times, axis=axis)
-  prefix_axis = 1 if memory.prefix.ndim == 4 else 0
-  return memory_lib.Memory(
-      prefix=rep(memory.prefix, prefix_axis), prefix_mask=rep(memory.prefix_mask, 0),
-      slot_keys=rep(memory.slot_keys, 0), slot_values=rep(memory.slot_values, 0),
-      slot_valid=rep(memory.slot_valid, 0), slot_active=rep(memory.slot_active, 0),
-      slot_bias=rep(memory.slot_bias, 0))

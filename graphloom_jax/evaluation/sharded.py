@@ -57,6 +57,7 @@ import numpy as np
 from graphloom_jax import atomic
 from graphloom_jax.evaluation import answers as answer_metrics
 from graphloom_jax.evaluation import scienceqa as scienceqa_metrics
+from graphloom_jax.models import embedding_cache
 
 DATASETS = ("scenekb", "scienceqa", "okvqa", "mmqa")
 DEFAULT_SPLITS = {"scenekb": "test", "scienceqa": "test", "okvqa": "val", "mmqa": "dev"}
@@ -209,9 +210,9 @@ def build_system(config, heads: str | None, mode: str, kb_sources=(), mesh=None)
 def fresh_state(system):
   """The same system (decoder, embedder, heads, verifier, writer, knowledge) with a fresh
   embedding memo and correction selector, as every shard starts."""
-  from graphloom_jax.pipeline import GraphLoom, evidence
-  return GraphLoom(system.config, system.decoder, evidence.MemoEmbedder(system.embedder.embedder),
-                   system.heads, verifier=system.verifier, writer=system.writer,
+  from graphloom_jax.pipeline import GraphLoom
+  memo = embedding_cache.MemoEmbedder(system.embedder.embedder)
+  return GraphLoom(system.config, system.decoder, memo, system.heads, verifier=system.verifier, writer=system.writer,
                    kb_sources=system.kb_sources, wordnet=system.wordnet, mesh=system.mesh)
 
 
@@ -555,6 +556,6 @@ def local_devices(mesh=None) -> dict:
   """This process's devices and the mesh it evaluates on ({"data": n, "model": m}; 1 x 1
   without one)."""
   import jax
-  from graphloom_jax.pipeline import sharding
+  from graphloom_jax import sharding
   return {"backend": jax.default_backend(), "local": jax.local_device_count(),
           "global": jax.device_count(), "mesh": sharding.describe(mesh)}

@@ -469,14 +469,6 @@ class VG150Stats:
       return True
     return False
 
-  def add_scene_graphs(self, graphs: Iterable) -> int:
-    """Counts the relations of scene graphs (anything with `.relations` of (s, p, o))."""
-    n = 0
-    for g in graphs:
-      for s, p, o in g.relations:
-        n += self.add(s, p, o)
-    return n
-
   def frequency(self, subject: str, predicate: str, obj: str) -> float:
     total = sum(c for (s, _, o), c in self.counts.items() if s == subject and o == obj)
     return self.counts[(subject, predicate, obj)] / total if total else 0.0

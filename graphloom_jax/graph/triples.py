@@ -186,12 +186,6 @@ class ReadReport:
     self.errors.append(message)
 
 
-def _open_text(path: pathlib.Path, mode: str):
-  if path.suffix == ".gz":
-    return gzip.open(path, mode + "t", encoding="utf-8")
-  return open(path, mode, encoding="utf-8")
-
-
 # What reading a damaged .gz raises: a bad header, a stream cut short, corrupt deflate data.
 GZIP_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
 

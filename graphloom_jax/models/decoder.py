@@ -18,6 +18,7 @@ import numpy as np
 from flax import nnx
 
 from graphloom_jax import assets, atomic
+from graphloom_jax import sharding as sharding_lib
 from graphloom_jax.models import llama, weights
 from graphloom_jax.models.tokenizer import Tokenizer
 from graphloom_jax.ops import routing
@@ -314,12 +315,16 @@ class Decoder:
   def generate_ids(self, prompt_ids: Sequence[Sequence[int]], max_new_tokens: int = 64, *,
                    temperature: float = 0.0, top_p: float = 1.0, seed: int = 0,
                    eos_ids: Sequence[int] | None = None, memory=None, router=None,
-                   first_layer: int = -1,
-                   sparse: llama.SparseSpec | None = None) -> list[list[int]]:
-    """Token-level generation. Greedy when temperature == 0; stops a row at its first EOS
-    (the EOS is not returned). With `memory` (and optionally a `router` recomputing the active
-    slots at every step) layers >= first_layer attend jointly to prefix, slots and their own
-    cache; with `sparse` each decoding step reads only the sparse set I_t of the cache."""
+                   first_layer: int = -1, sparse: llama.SparseSpec | None = None,
+                   mesh: jax.sharding.Mesh | None = None) -> list[list[int]]:
+    """Token-level generation, the one generation loop. Greedy when temperature == 0; stops a
+    row at its first EOS (the EOS is not returned). With `memory` (and optionally a `router`
+    recomputing the active slots at every step) layers >= first_layer attend jointly to prefix,
+    slots and their own cache; with `sparse` each decoding step reads only the sparse set I_t
+    of the cache. With `mesh` the prompt rows are padded to a multiple of its "data" axis
+    (copies of the last, `sharding.pad_list`) and split over it, and `memory` must hold the
+    padded rows (built from evidence placed by `sharding.place_rows`); the real rows' tokens
+    are returned."""
     rows = check_token_rows(prompt_ids, self.config.vocab_size)
     max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
     temperature, top_p, seed = check_sampling(temperature, top_p, seed)
@@ -334,16 +339,23 @@ class Decoder:
       eos_ids = self.tokenizer.eos_ids if self.tokenizer else self.config.eos_token_ids
     elif isinstance(eos_ids, (str, bytes)) or not all(_is_int(t) for t in eos_ids):
       raise TypeError(f"eos_ids must be a list of integer token ids, got {eos_ids!r}")
+    n = len(rows)
+    mesh = sharding_lib.auto_axes(mesh)
+    if mesh is not None:
+      rows = sharding_lib.pad_list(rows, sharding_lib.data_size(mesh))
     tokens, valid, max_new, pad = self.left_padded(rows, max_new_tokens)
     _check_memory(memory, len(rows))
     router_def, router_state = _split_router(router)
-    out = _generate(self._graphdef, self._state, tokens, valid,
-                    jnp.asarray(list(eos_ids) or [-1], jnp.int32), jax.random.key(seed),
-                    jnp.float32(temperature), jnp.float32(top_p), jnp.int32(pad), memory,
-                    router_def, router_state, max_new=max_new, sample=temperature > 0,
-                    first_layer=first_layer, sparse=sparse,
-                    unstack_layers=self.unstack_layers)
-    return cut_at_eos(np.asarray(out)[:, :max_new_tokens], eos_ids)
+    scalars = (jnp.asarray(list(eos_ids) or [-1], jnp.int32), jax.random.key(seed),
+               jnp.float32(temperature), jnp.float32(top_p), jnp.int32(pad))
+    if mesh is not None:
+      placed, _ = sharding_lib.place_rows(dict(tokens=tokens, valid=valid), mesh)
+      tokens, valid = placed["tokens"], placed["valid"]
+      scalars = jax.device_put(scalars, sharding_lib.replicated(mesh))
+    out = _generate(self._graphdef, self._state, tokens, valid, *scalars, memory, router_def,
+                    router_state, max_new=max_new, sample=temperature > 0,
+                    first_layer=first_layer, sparse=sparse, unstack_layers=self.unstack_layers)
+    return cut_at_eos(np.asarray(out)[:n, :max_new_tokens], eos_ids)
 
   def left_padded(self, rows: Sequence[Sequence[int]], max_new_tokens: int):
     """Prompt rows left-padded to one length bucket for the generation loop: tokens and valid
@@ -390,8 +402,9 @@ def load_decoder(path: str | os.PathLike, dtype: str = "float32",
   checkpoint written by `launch/convert.py`, or "embedded" (SmolLM2-135M-Instruct).
 
   Tensors stream from the file one at a time straight into `dtype` and onto the devices
-  (`llama.load_params`); with `mesh` (a `jax.sharding.Mesh` with axes "data" and "model", axis
-  types Auto) each parameter is placed under its `llama.PARTITIONS` sharding."""
+  (`llama.load_params`); with `mesh` (a `jax.sharding.Mesh` with axes "data" and "model", of
+  Auto or Explicit axis types: `jax.make_mesh`'s default works) each parameter is placed under
+  its `llama.PARTITIONS` sharding."""
   if dtype not in DTYPES:
     raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
   if str(path) == "embedded":
@@ -437,11 +450,18 @@ def random_decoder(config: llama.LlamaConfig, seed: int = 0, dtype: str = "float
                  max_seq_len=max_seq_len)
 
 
-def from_config(model_cfg) -> Decoder:
-  """Builds the decoder an ml_collections `model` section describes."""
+def from_config(model_cfg, mesh: jax.sharding.Mesh | None = None) -> Decoder:
+  """Builds the decoder an ml_collections `model` section describes, its parameters on `mesh`
+  when one is given (checkpoints stream each tensor into its shards; the random decoder is
+  built, then placed, `llama.shard_model`)."""
   if model_cfg.weights == "random":
-    return random_decoder(llama.config_from_arch(model_cfg.arch), dtype=model_cfg.dtype,
-                          max_seq_len=model_cfg.max_seq_len)
+    dec = random_decoder(llama.config_from_arch(model_cfg.arch), dtype=model_cfg.dtype,
+                         max_seq_len=model_cfg.max_seq_len)
+    if mesh is None:
+      return dec
+    llama.shard_model(dec.model, mesh)  # in place; a new Decoder splits the placed state
+    return Decoder(dec.model, dec.tokenizer, source=dec.source, max_seq_len=dec.max_seq_len)
   if not model_cfg.weights:
     raise ValueError("config.model.weights is empty: give a weights path, 'embedded' or 'random'")
-  return load_decoder(model_cfg.weights, model_cfg.dtype, max_seq_len=model_cfg.max_seq_len)
+  return load_decoder(model_cfg.weights, model_cfg.dtype, max_seq_len=model_cfg.max_seq_len,
+                      mesh=mesh)

@@ -1,4 +1,5 @@
-"""On-disk cache of text embeddings, keyed by (embedder model id, text).
+"""The embedding caches: in memory (`MemoEmbedder`, each distinct text embedded once per process)
+and on disk (`cached_embed`, keyed by (embedder model id, text)).
 
 Layout: `<cache_dir>/<model_id>/shard-NNNNN.npz`, each shard holding `keys` (uint64 [n], the
 first 8 bytes of BLAKE2b(text)) and `vectors` (float32 [n, D]). New embeddings are appended as
@@ -104,3 +105,30 @@ def cached_embed(embedder, texts: Sequence[str], cache_dir, *, model_id: str | N
   if len(todo):
     _, out[todo] = cache.lookup(keys[todo])
   return out
+
+
+class MemoEmbedder:
+  """An embedder that embeds each distinct text once per process and serves it by value
+  (questions, slot names and verbalisations repeat across questions of one scene)."""
+
+  def __init__(self, embedder):
+    """embedder: an object with `embed(texts) -> [N, E]`, or such a callable itself."""
+    self.embedder = embedder
+    self._fn = getattr(embedder, "embed", embedder)
+    self.model_id = getattr(embedder, "model_id", type(embedder).__name__)
+    self._vecs: dict[str, np.ndarray] = {}
+
+  def add(self, texts: Sequence[str]) -> None:
+    new = sorted({t for t in texts if t not in self._vecs})
+    if new:
+      out = np.asarray(self._fn(new), np.float32)
+      if out.ndim != 2 or out.shape[0] != len(new):
+        raise ValueError(f"embedder returned shape {out.shape} for {len(new)} texts")
+      self._vecs.update(zip(new, out))
+
+  def embed(self, texts: Sequence[str]) -> np.ndarray:
+    texts = list(texts)
+    self.add(texts)
+    return np.stack([self._vecs[t] for t in texts]) if texts else np.zeros((0, 0), np.float32)
+
+  __call__ = embed

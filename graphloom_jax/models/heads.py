@@ -119,13 +119,3 @@ def count_params(module: nnx.Module) -> int:
   """Number of trainable (nnx.Param) scalars."""
   state = nnx.state(module, nnx.Param)
   return int(sum(np.prod(x.shape) for x in jax.tree.leaves(state)))
-
-
-def param_counts(config, model_dim: int, embed_dim: int, image_dim: int,
-                 num_memory_layers: int) -> dict[str, int]:
-  """Trainable parameters per head for a model width, from shapes only (no memory used)."""
-  heads = nnx.eval_shape(lambda: GraphLoomHeads(config, model_dim, embed_dim, image_dim,
-                                                num_memory_layers, rngs=nnx.Rngs(0)))
-  out = {name: count_params(getattr(heads, name)) for name in ("slot_proj", "fusion", "router")}
-  out["total"] = sum(out.values())
-  return out

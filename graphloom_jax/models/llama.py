@@ -37,6 +37,7 @@ from flax import nnx
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from graphloom_jax import sharding as sharding_lib
 from graphloom_jax.models import memory as memory_lib
 from graphloom_jax.ops import attention as attention_ops
 from graphloom_jax.ops import joint_attention as joint
@@ -139,21 +140,6 @@ class LlamaConfig:
         bos_token_id=hf.get("bos_token_id"),
         eos_token_ids=eos,
     )
-
-  def to_hf(self) -> dict[str, Any]:
-    out = dict(
-        architectures=["LlamaForCausalLM"], model_type="llama", vocab_size=self.vocab_size,
-        hidden_size=self.hidden_size, intermediate_size=self.intermediate_size,
-        num_hidden_layers=self.num_layers, num_attention_heads=self.num_heads,
-        num_key_value_heads=self.num_kv_heads, head_dim=self.head_dim,
-        rope_theta=self.rope_theta, rms_norm_eps=self.rms_norm_eps,
-        tie_word_embeddings=self.tie_word_embeddings,
-        max_position_embeddings=self.max_position_embeddings, hidden_act="silu",
-        bos_token_id=self.bos_token_id,
-        eos_token_id=list(self.eos_token_ids) if self.eos_token_ids else None)
-    if self.rope_scaling:
-      out["rope_scaling"] = self.scaling
-    return out
 
   @classmethod
   def from_dict(cls, d: Mapping[str, Any]) -> "LlamaConfig":
@@ -677,6 +663,18 @@ def _write_slot(sharding):
                  donate_argnums=0, **_placed(sharding))
 
 
+def shard_model(model: Llama, mesh: jax.sharding.Mesh) -> Llama:
+  """A model's parameters placed under `param_shardings` (the rest replicated), in place: for
+  models built on one device (the random test decoder); checkpoints stream straight into their
+  shards (`load_params`)."""
+  mesh = sharding_lib.auto_axes(mesh)
+  sharding_lib.replicate(model, mesh)
+  for name, sharding in param_shardings(model.config, mesh).items():
+    var = getattr(model, name)
+    var.value = jax.device_put(var.value, sharding)
+  return model
+
+
 def load_params(config: LlamaConfig, tensors: Iterable[tuple[str, int | None, Any]],
                 dtype=jnp.float32, mesh: jax.sharding.Mesh | None = None,
                 source: str = "weights") -> Llama:
@@ -687,6 +685,7 @@ def load_params(config: LlamaConfig, tensors: Iterable[tuple[str, int | None, An
   the fused stack (`LlamaConfig.checkpoint_slots`) in place, so the host holds one tensor at a
   time besides the model."""
   shapes = config.model_shapes()
+  mesh = sharding_lib.auto_axes(mesh)
   shardings = param_shardings(config, mesh) if mesh is not None else dict.fromkeys(shapes)
   slots = config.checkpoint_slots()
   np_dtype = jnp.dtype(dtype)

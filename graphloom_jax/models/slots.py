@@ -16,11 +16,14 @@ places, entity slot i sits at index i and relation slot i at index n + i; places
 retrieved triples are padding (valid = False). When more than n triples are given the n with the
 highest retrieval score are kept (stable order among equal scores).
 
-Features f_p (F = 5, all in [0, 1] for in-range inputs):
-  0 retrieval score of the triple, 1 conf_ext, 2 centrality,
+Features f_p (`FEATURES`, the one table of names and columns; F = 5, all in [0, 1] for
+in-range inputs):
+  0 retrieval_score of the triple, 1 conf_ext, 2 centrality,
   3 context: the slot's key text occurs in the question (word-boundary match after lowercasing),
-  4 slot type: 1 for entity slots, 0 for relation slots.
-The router adds one context feature per decoding position: whether the slot's key text already
+  4 is_entity: 1 for entity slots, 0 for relation slots.
+Adding a feature is one name in `FEATURES` and its value in `build_bank`'s `computed`; the
+router's input width (`NUM_FEATURES`) and the ablation switches (`pipeline.ablation`, by name)
+follow from the table. The router adds one context feature per decoding position: whether the slot's key text already
 appeared in the generated output. For it the bank keeps `key_tokens` [M, W]: the key text as
 decoder tokens, as it would appear inside generated text (after a space), right-aligned in
 W = MENTION_TOKENS places with -1 padding (see `ops.routing.output_mentions`).
@@ -42,7 +45,10 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-NUM_FEATURES = 5
+# The static slot features, in their column order of `SlotBank.features`.
+FEATURES = ("retrieval_score", "conf_ext", "centrality", "context", "is_entity")
+NUM_FEATURES = len(FEATURES)
+COLUMN = {name: i for i, name in enumerate(FEATURES)}
 MENTION_TOKENS = 8  # W: tokens of a slot name tracked by the output-mention feature
 _FIELDS = ("subject", "relation", "object", "score", "conf_ext", "centrality")
 
@@ -169,7 +175,9 @@ def build_bank(triples: Sequence[Any], embed: Callable[[list[str]], np.ndarray],
       keys[p] = lookup[key]
       values[p] = lookup[value]
       valid[p] = True
-      features[p] = (score, conf, cent, mentioned(key, q), is_ent)
+      computed = {"retrieval_score": score, "conf_ext": conf, "centrality": cent,
+                  "context": mentioned(key, q), "is_entity": is_ent}
+      features[p] = [computed[name] for name in FEATURES]
       reliability[p] = conf
       utility[p] = useful
       triple_index[p] = i

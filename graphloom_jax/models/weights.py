@@ -153,26 +153,6 @@ def gather(checkpoint: Checkpoint, dtype=np.float32) -> dict[str, Array]:
   return params
 
 
-def to_hf_tensors(config: LlamaConfig, params: Mapping[str, Array]) -> dict[str, Array]:
-  """Our stacked layout -> HF-named tensors (PyTorch layout); round-trip tests."""
-  c = config
-  out = {"model.embed_tokens.weight": params["embed"], "model.norm.weight": params["final_norm"]}
-  if not c.tie_word_embeddings:
-    out["lm_head.weight"] = params["lm_head"]
-  inverse = {
-      "attn_norm": lambda w: w, "mlp_norm": lambda w: w,
-      "wq": lambda w: w.reshape(-1, c.hidden_size),
-      "wk": lambda w: w.reshape(-1, c.hidden_size),
-      "wv": lambda w: w.reshape(-1, c.hidden_size),
-      "wo": lambda w: w.reshape(c.hidden_size, -1),
-      "w_gate": lambda w: w, "w_up": lambda w: w, "w_down": lambda w: w,
-  }
-  for ours, (hf, _) in _HF_LAYER.items():
-    for i in range(c.num_layers):
-      out[f"model.layers.{i}.{hf}"] = np.ascontiguousarray(inverse[ours](params[ours][i]))
-  return {k: np.ascontiguousarray(v) for k, v in out.items()}
-
-
 def _require(path: pathlib.Path, what: str) -> pathlib.Path:
   if not path.exists():
     if path.is_symlink():

@@ -35,10 +35,11 @@ import numpy as np
 from flax import nnx
 
 from graphloom_jax.models import router as router_lib
+from graphloom_jax.models import slots
 
-# Column of each router feature in slot_features (models/slots.py: score, conf_ext, centrality,
-# question mention, is_entity).
-FEATURES = {"retrieval_score": 0, "conf_ext": 1, "centrality": 2, "context": 3}
+# The router features -features can drop, and their columns in slot_features (`slots.FEATURES`;
+# is_entity, the slot type, is structure rather than evidence and is never dropped).
+FEATURES = {name: slots.COLUMN[name] for name in slots.FEATURES if name != "is_entity"}
 ROUTERS = ("learned", "uniform")
 
 

@@ -11,9 +11,11 @@ both call it.
 
 `score_rows` runs it on [prompt ; text ; EOS] rows: the length-normalised log-likelihood of the
 text (multiple-choice options; docs/method.md §5) and the router's gates and active set at
-every position (the answer's citations).
+every position (the answer's citations). `option_logprob` is that score, the one
+implementation: the memory modes (`score_rows`), the text modes (`score_text_rows`,
+`score_text_options`) and the trainer's validation step all reduce logits with it.
 
-On a mesh (`pipeline.sharding`; `mesh=` of `score_rows`, `score_text_rows` and `generate`) the
+On a mesh (`graphloom_jax.sharding`; `mesh=` of `score_rows`, `score_text_rows` and `generate`) the
 rows are padded to a multiple of its "data" axis and split over it, the parameters stay where
 they are (replicated, or split over "model"), and the results are the real rows on the host.
 Without one, everything runs on the default device as before.
@@ -28,11 +30,26 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from graphloom_jax.evaluation import answers
+from graphloom_jax import sharding
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.models import llama
 from graphloom_jax.pipeline import prompts as prompts_lib
-from graphloom_jax.pipeline import sharding
+
+
+@jax.jit
+def option_logprob(logits: jax.Array, tokens: jax.Array, option_mask: jax.Array) -> jax.Array:
+  """Length-normalised log-likelihood of the option tokens.
+
+  logits [N, T, V] from a forward pass over tokens [N, T]; option_mask [N, T] marks the option's
+  tokens (position i is predicted by the logits at i - 1, so position 0 must be False).
+  Returns [N]; -inf for a row without option tokens.
+  """
+  logp = jax.nn.log_softmax(logits[:, :-1].astype(jnp.float32), axis=-1)
+  tok = jnp.take_along_axis(logp, tokens[:, 1:, None], axis=-1)[..., 0]
+  m = option_mask[:, 1:]
+  count = jnp.sum(m, axis=-1)
+  total = jnp.sum(jnp.where(m, tok, 0.0), axis=-1)
+  return jnp.where(count > 0, total / jnp.maximum(count, 1), -jnp.inf)
 
 
 def heads_forward(heads, backbone: llama.Llama, batch, first_layer: int,
@@ -57,7 +74,7 @@ def _score_rows(heads_def, heads_state, backbone_def, backbone_state, batch, *, 
   heads = nnx.merge(heads_def, heads_state)
   backbone = nnx.merge(backbone_def, backbone_state)
   logits, _, r = heads_forward(heads, backbone, batch, first_layer)
-  lp = answers.option_logprob(logits, batch["tokens"], batch["output_mask"])
+  lp = option_logprob(logits, batch["tokens"], batch["output_mask"])
   # An adapter's batch has no slot bank: its (one, empty) slot is never active anyway.
   active = r.active & batch["slot_valid"][:, None, :] if "slot_valid" in batch else r.active
   return lp, r.gates, active
@@ -82,7 +99,7 @@ def _score_text_rows(backbone_def, backbone_state, tokens, valid, output_mask):
   backbone = nnx.merge(backbone_def, backbone_state)
   cache = llama.KVCache.init(backbone.config, tokens.shape[0], tokens.shape[1], backbone.dtype)
   logits, _, _ = backbone(tokens, cache, valid)
-  return answers.option_logprob(logits, tokens, output_mask)
+  return option_logprob(logits, tokens, output_mask)
 
 
 def score_text_rows(backbone_def, backbone_state, tokens, valid, output_mask, *,
@@ -105,17 +122,15 @@ def _score_text_options(backbone_def, backbone_state, prompt, prompt_valid, last
   o = options.shape[1]
   cache = llama.KVCache.init(backbone.config, b, p + o, backbone.dtype)
   logits, cache, _ = backbone(prompt, cache, prompt_valid)  # [B, P, V]
-  first = jax.nn.log_softmax(logits[jnp.arange(b), last].astype(jnp.float32), axis=-1)  # [B, V]
   shared = llama.KVCache(k=cache.k[:, row], v=cache.v[:, row], valid=cache.valid[row],
                          next_pos=cache.next_pos[row], length=cache.length)
   cont, _, _ = backbone(options, shared, option_valid)  # [N, O, V]
-  logp = jax.nn.log_softmax(cont[:, :-1].astype(jnp.float32), axis=-1)  # predicts tokens 1..
-  tok = jnp.concatenate([
-      jnp.take_along_axis(first[row], options[:, :1], axis=-1),  # [N, 1] token 0
-      jnp.take_along_axis(logp, options[:, 1:, None], axis=-1)[..., 0]], axis=1)  # [N, O]
-  count = jnp.sum(option_valid, axis=-1)
-  total = jnp.sum(jnp.where(option_valid, tok, 0.0), axis=-1)
-  return jnp.where(count > 0, total / jnp.maximum(count, 1), -jnp.inf)
+  # [prompt's last position ; the option's own positions] predicts [option tokens ; -]: the
+  # rows option_logprob scores, with a placeholder column 0 that the mask leaves out.
+  full = jnp.concatenate([logits[row, last[row]][:, None], cont], axis=1)  # [N, 1 + O, V]
+  tokens = jnp.concatenate([jnp.zeros_like(options[:, :1]), options], axis=1)
+  mask = jnp.concatenate([jnp.zeros_like(option_valid[:, :1]), option_valid], axis=1)
+  return option_logprob(full, tokens, mask)
 
 
 def score_text_options(backbone_def, backbone_state, prompts: list[list[int]],
@@ -157,46 +172,15 @@ def generate(decoder: decoder_lib.Decoder, prompt_ids, max_new_tokens: int, *,
              ) -> list[list[int]]:
   """Greedy generation of `decoder` for each prompt (token id lists), with GraphLoom's memory
   when `arrays` (stacked evidence [B, ...]) and `memory_fn(batch) -> (memory, router)` are
-  given. Without a mesh this is `decoder.generate_ids`. With one, prompts and evidence rows are
-  padded to a multiple of the "data" axis (copies of the last), the left-padded token rows and
-  the evidence are placed split over it, the memory is built from the placed evidence (so it
-  is split the same way), and the real rows' tokens are returned."""
-  if mesh is None:
-    kwargs = {}
-    if arrays is not None:
-      memory, router = memory_fn({k: jax.numpy.asarray(v) for k, v in arrays.items()})
-      kwargs = dict(memory=memory, router=router, first_layer=first_layer)
-    return decoder.generate_ids(prompt_ids, max_new_tokens, sparse=sparse, **kwargs)
-  n = len(prompt_ids)
-  if n == 0:
-    raise ValueError("no prompts given")
-  prompts = sharding.pad_list([list(map(int, p)) for p in prompt_ids], sharding.data_size(mesh))
-  lengths = [len(p) for p in prompts]
-  for i, length in enumerate(lengths[:n]):
-    if length == 0:
-      raise ValueError(f"prompt {i} is empty")
-    if length + max_new_tokens > decoder.max_seq_len:
-      raise ValueError(f"prompt {i} has {length} tokens; with max_new_tokens={max_new_tokens} "
-                       f"it exceeds the context of {decoder.max_seq_len} tokens")
-  tok = decoder.tokenizer
-  eos_ids = tok.eos_ids if tok else decoder.config.eos_token_ids
-  tokens, valid, max_new, pad = decoder.left_padded(prompts, max_new_tokens)
-  placed, _ = sharding.place_rows(dict(tokens=tokens, valid=valid), mesh)
-  memory = router_def = router_state = None
-  if arrays is not None:
-    evidence, _ = sharding.place_rows(arrays, mesh)
-    memory, router = memory_fn(evidence)
-    decoder_lib._check_memory(memory, len(prompts))
-    router_def, router_state = nnx.split(router)
-  replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-  scalars = jax.device_put((jax.numpy.asarray(list(eos_ids) or [-1], jax.numpy.int32),
-                            jax.random.key(0), jax.numpy.float32(0.0), jax.numpy.float32(1.0),
-                            jax.numpy.int32(pad)), replicated)
-  out = decoder_lib._generate(decoder._graphdef, decoder._state, placed["tokens"],
-                              placed["valid"], *scalars, memory, router_def, router_state,
-                              max_new=max_new, sample=False, first_layer=first_layer,
-                              sparse=sparse, unstack_layers=decoder.unstack_layers)
-  return decoder_lib.cut_at_eos(sharding.unpad(out, n)[:, :max_new_tokens], eos_ids)
+  given: `decoder.generate_ids`, with the memory built from the evidence as placed on `mesh`
+  (padded to a multiple of its "data" axis and split over it, as generate_ids pads the
+  prompts; without a mesh, on the default device)."""
+  if arrays is None:
+    return decoder.generate_ids(prompt_ids, max_new_tokens, sparse=sparse, mesh=mesh)
+  evidence, _ = sharding.place_rows(arrays, mesh)
+  memory, router = memory_fn(evidence)
+  return decoder.generate_ids(prompt_ids, max_new_tokens, memory=memory, router=router,
+                              first_layer=first_layer, sparse=sparse, mesh=mesh)
 
 
 def repeat_rows(arrays: dict, counts) -> dict:

@@ -28,7 +28,7 @@ import networkx as nx
 import numpy as np
 
 from graphloom_jax.graph.triples import Triple
-from graphloom_jax.models import slots
+from graphloom_jax.models import embedding_cache, slots
 from graphloom_jax.retrieval.subgraph import Subgraph
 
 # Keys of Evidence.arrays, renamed from SlotBank fields.
@@ -36,33 +36,6 @@ _BANK_KEYS = (("keys", "slot_keys"), ("values", "slot_values"), ("valid", "slot_
               ("is_entity", "slot_is_entity"), ("features", "slot_features"),
               ("reliability", "slot_reliability"), ("utility", "slot_utility"),
               ("key_tokens", "slot_key_tokens"), ("triple_index", "slot_triple"))
-
-
-class MemoEmbedder:
-  """An embedder that embeds each distinct text once per process and serves it by value
-  (questions, slot names and verbalisations repeat across questions of one scene)."""
-
-  def __init__(self, embedder):
-    """embedder: an object with `embed(texts) -> [N, E]`, or such a callable itself."""
-    self.embedder = embedder
-    self._fn = getattr(embedder, "embed", embedder)
-    self.model_id = getattr(embedder, "model_id", type(embedder).__name__)
-    self._vecs: dict[str, np.ndarray] = {}
-
-  def add(self, texts: Sequence[str]) -> None:
-    new = sorted({t for t in texts if t not in self._vecs})
-    if new:
-      out = np.asarray(self._fn(new), np.float32)
-      if out.ndim != 2 or out.shape[0] != len(new):
-        raise ValueError(f"embedder returned shape {out.shape} for {len(new)} texts")
-      self._vecs.update(zip(new, out))
-
-  def embed(self, texts: Sequence[str]) -> np.ndarray:
-    texts = list(texts)
-    self.add(texts)
-    return np.stack([self._vecs[t] for t in texts]) if texts else np.zeros((0, 0), np.float32)
-
-  __call__ = embed
 
 
 def edge_centrality(edges: Sequence[Triple]) -> list[float]:
@@ -88,7 +61,7 @@ class Evidence:
 
 
 def build(question: str, question_embedding: np.ndarray, subgraph: Subgraph,
-          objects: Sequence[str], embed: MemoEmbedder, *, bank_size: int, max_objects: int,
+          objects: Sequence[str], embed: embedding_cache.MemoEmbedder, *, bank_size: int, max_objects: int,
           tokenize: Callable[[str], Sequence[int]] | None, gold: Sequence = ()) -> Evidence:
   """The memory inputs of one question (`gold`: supporting triples, for the slot utility
   labels of training; empty at inference)."""

@@ -43,7 +43,9 @@ import numpy as np
 from flax import nnx
 
 from graphloom_jax import defaults, provenance
+from graphloom_jax import sharding as sharding_lib
 from graphloom_jax.models import decoder as decoder_lib
+from graphloom_jax.models import embedding_cache
 from graphloom_jax.models import heads as heads_lib
 from graphloom_jax.models import llama, load_embedder
 from graphloom_jax.models import router as router_lib
@@ -52,7 +54,6 @@ from graphloom_jax.pipeline import ablation as ablation_lib
 from graphloom_jax.pipeline import controls
 from graphloom_jax.pipeline import correct as correct_lib
 from graphloom_jax.pipeline import decode, evidence as evidence_lib, instance, prompts
-from graphloom_jax.pipeline import sharding as sharding_lib
 from graphloom_jax.pipeline import verify as verify_lib
 from graphloom_jax.pipeline.arguments import check_answer_args
 from graphloom_jax.pipeline.types import ALL_MODES, TUNED_MODES, Answer, CitedTriple, Claim
@@ -206,10 +207,10 @@ class GraphLoom:
     """adapters: mode -> the TunedPrefix adapter of a trained text baseline (TUNED_MODES)."""
     self.config = config
     self.decoder = decoder
-    # The device mesh of decoding and scoring (pipeline/sharding.py): batches split over
+    # The device mesh of decoding and scoring (graphloom_jax/sharding.py): batches split over
     # "data", the decoder's parameters already placed on it (from_config does), the heads
-    # replicated over it here. None: one device.
-    self.mesh = mesh
+    # replicated over it here. None: one device. An Explicit-axis mesh is used as its Auto twin.
+    self.mesh = mesh = sharding_lib.auto_axes(mesh)
     sharding_lib.check_on_mesh(decoder, mesh)
     if heads is not None:
       sharding_lib.replicate(heads, mesh)
@@ -218,8 +219,8 @@ class GraphLoom:
       if mode not in TUNED_MODES or not isinstance(adapter, heads_lib.TunedPrefix):
         raise ValueError(f"adapters[{mode!r}]: expected a TunedPrefix for one of {TUNED_MODES}")
       sharding_lib.replicate(adapter, mesh)
-    self.embedder = (embedder if isinstance(embedder, evidence_lib.MemoEmbedder)
-                     else evidence_lib.MemoEmbedder(embedder))
+    self.embedder = (embedder if isinstance(embedder, embedding_cache.MemoEmbedder)
+                     else embedding_cache.MemoEmbedder(embedder))
     self.embed_dim = int(self.embedder.embed(["."]).shape[1])
     self.heads = heads
     self.fmt = prompts.TextFormat.for_decoder(decoder)
@@ -265,8 +266,8 @@ class GraphLoom:
     `mesh`, else the one config.mesh selects (`sharding.mesh_from_config`; 1 x 1 = none); the
     decoder's parameters are loaded onto it (split over "model" by llama.PARTITIONS)."""
     mesh = sharding_lib.mesh_from_config(config) if mesh is None else mesh
-    dec = sharding_lib.load_decoder(config.model, mesh)
-    emb = evidence_lib.MemoEmbedder(load_embedder(config.embedder.path or None))
+    dec = decoder_lib.from_config(config.model, mesh)
+    emb = embedding_cache.MemoEmbedder(load_embedder(config.embedder.path or None))
     width = int(emb.embed(["."]).shape[1])
     loaded = None
     if heads is not None:

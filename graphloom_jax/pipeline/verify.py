@@ -642,14 +642,17 @@ def from_config(eval_cfg, decoder, tokenizer=None) -> Verifier:
   if not isinstance(contrastive, bool):
     raise ValueError(f"config.eval.verifier_contrastive={contrastive!r}; expected True/False")
   graph = GraphVerifier(decay=decay, max_hops=hops)  # validates both
-  if kind == "graph":
-    return graph
-  if kind == "decoder":
-    return DecoderJudge(decoder, tokenizer)
-  if kind == "decoder_calibrated":
-    return CalibratedJudge(DecoderJudge(decoder, tokenizer), a, b, contrastive)
-  if isinstance(kind, str) and kind.startswith("nli:") and kind[4:].strip():
-    return NLIVerifier.from_pretrained(kind[4:].strip())
+  # The judges by name (a new judge is one entry here); "nli:<folder>" carries its argument.
+  judges = {
+      "graph": lambda _: graph,
+      "decoder": lambda _: DecoderJudge(decoder, tokenizer),
+      "decoder_calibrated": lambda _: CalibratedJudge(DecoderJudge(decoder, tokenizer), a, b,
+                                                      contrastive),
+      "nli": NLIVerifier.from_pretrained,
+  }
+  name, _, arg = kind.partition(":") if isinstance(kind, str) else (None, "", "")
+  if name in judges and (name == "nli") == bool(arg.strip()):
+    return judges[name](arg.strip())
   raise ValueError(f"config.eval.verifier={kind!r}; expected one of "
                    + ", ".join(repr(v) for v in VERIFIERS))
 

@@ -5,34 +5,25 @@ Shapes: P pool items, Q questions, D embedding width.
   EvidenceSet(name, pool: EvidencePool, questions: list[EvidenceQuestion], notes)
   EvidenceSet.embed(embedder, cache_dir=None) -> EmbeddedSet (pool [P,D], questions [Q,D])
   EvidenceSet.select(splits, families, min_gold) / .subset(question_indices)
-  mmqa_evidence_set(folder, split="dev")        MMQA questions (see below)
-  embedded_evidence_set(folder=None)            the embedded benchmark (graphloom_jax/data)
   completion_instances(es, question_indices, E) Evidence Set Completion instances (N of them)
+
+The datasets' evidence sets (MMQA, the embedded benchmark) are built in
+`graphloom_jax.data.grail_sets`.
 
 Every evidence item has a text (what the embedder sees), a modality (an index into
 `MODALITIES`, so each modality gets its own alignment adapter) and a key. A question lists its
 gold items (pool indices, deduplicated, in the order the data gives them), its family and split,
 and `distractors`: pool items that are topically close but not gold (hard negatives).
-
-MMQA: an image item is the image's Wikipedia title (every image in MMQA_images, gold or not;
-pixels are never used). Texts and tables are their full content when MMQA_texts / MMQA_tables
-are in the folder. Offline (when the folder holds only the dev file and the image metadata)
-a text or table document is represented by the spans the questions themselves quote from it
-(answers' and intermediate answers' text_instances, and answer strings located in the
-question's table), merged over every question that cites the document. Gold documents with no
-content at all are dropped from their question's gold set (counted in `notes`, which also say
-which files were absent). Questions are split by a hash of their qid into train (40%),
-validation (10%) and test (50%), since only the dev split is labelled offline.
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import hashlib
-import pathlib
 
 import numpy as np
+
+from graphloom_jax.models import embedding_cache
 
 # Adapter order: questions are their own modality so queries get an adapter too.
 MODALITIES = ("query", "text", "table", "image")
@@ -110,20 +101,13 @@ class EvidenceSet:
 
 
 def cached_embed(embedder, texts: list[str], cache_dir: str | None) -> np.ndarray:
-  """embedder.embed(texts), kept in cache_dir under a hash of the model and the texts."""
+  """embedder.embed(texts), through the on-disk embedding cache (`models.embedding_cache`)
+  when cache_dir is given."""
   if not cache_dir:
     return _checked(embedder, texts, embedder.embed(texts))
-  h = hashlib.sha256(str(getattr(embedder, "model_id", type(embedder).__name__)).encode())
-  for t in texts:
-    h.update(t.encode())
-    h.update(b"\0")
-  path = pathlib.Path(cache_dir) / f"emb-{h.hexdigest()[:20]}.npy"
-  if path.is_file():
-    return _checked(embedder, texts, np.load(path))
-  y = _checked(embedder, texts, embedder.embed(texts))
-  path.parent.mkdir(parents=True, exist_ok=True)
-  np.save(path, y)
-  return y
+  model_id = getattr(embedder, "model_id", None) or type(embedder).__name__
+  return _checked(embedder, texts, embedding_cache.cached_embed(embedder, texts, cache_dir,
+                                                                model_id=model_id))
 
 
 def _checked(embedder, texts, y):
@@ -138,91 +122,6 @@ def hash_split(qid: str) -> str:
   """train / validation / test (40 / 10 / 50 %) from the qid's hash: stable across runs."""
   bucket = int(hashlib.md5(qid.encode()).hexdigest(), 16) % 10
   return "train" if bucket < 4 else ("validation" if bucket == 4 else "test")
-
-
-def _answer_groups(q):
-  """The answers and every intermediate answer list of an MMQA question."""
-  yield q.answers
-  yield from q.intermediate_answers
-
-
-def _table_text(t) -> str:
-  rows = "; ".join(" | ".join(r) for r in t.rows)
-  return f"{t.title} {t.name}: {' | '.join(t.header)}; {rows}"
-
-
-def mmqa_evidence_set(folder, split: str = "dev") -> EvidenceSet:
-  """MMQA questions of `split` (read by graphloom_jax.data.mmqa) over every image title plus the
-  text and table documents: their full content where MMQA_texts / MMQA_tables are in `folder`,
-  else the spans the questions quote from them (see the module docstring)."""
-  from graphloom_jax.data import mmqa
-
-  data = mmqa.MMQA.load(folder, split)
-  keys, texts, modality, index = [], [], [], {}
-
-  def add(key, text, mod):
-    index[key] = len(keys)
-    keys.append(key)
-    texts.append(text)
-    modality.append(MODALITIES.index(mod))
-
-  for doc in data.images.values():
-    add("image:" + doc.id, doc.title, "image")
-  for doc in data.texts.values():
-    add("text:" + doc.id, f"{doc.title}. {doc.text}", "text")
-  for doc in data.tables.values():
-    add("table:" + doc.id, _table_text(doc), "table")
-  spans: dict[str, dict[str, None]] = collections.defaultdict(dict)  # ordered sets
-  for q in data.questions:
-    for group in _answer_groups(q):
-      for ans in group:
-        for ti in ans.text_instances:
-          if isinstance(ti, dict) and ti.get("doc_id") and ti.get("text"):
-            spans["text:" + ti["doc_id"]][ti["text"].strip()] = None
-        if ans.table_indices and q.table_id:
-          spans["table:" + q.table_id][ans.answer.strip()] = None
-  quoted = 0
-  for key in sorted(spans):
-    if key not in index:
-      add(key, "; ".join(spans[key]), key.split(":", 1)[0])
-      quoted += 1
-
-  questions, dropped, dropped_q = [], collections.Counter(), 0
-  for q in data.questions:
-    gold, seen = [], set()
-    for doc_id, part in q.supporting_context:
-      key = f"{part}:{doc_id}"
-      if key in seen:
-        continue  # the dev file repeats some supporting documents
-      seen.add(key)
-      if key in index:
-        gold.append(index[key])
-      else:
-        dropped[part] += 1
-    if not gold:
-      dropped_q += 1
-      continue
-    cand = [index[k] for k in (["image:" + d for d in q.image_doc_ids]
-                               + ["text:" + d for d in q.text_doc_ids]) if k in index]
-    gold_set = set(gold)
-    questions.append(EvidenceQuestion(
-        qid=q.qid, question=q.question, family=q.family, split=hash_split(q.qid),
-        gold=tuple(gold), distractors=tuple(dict.fromkeys(c for c in cand if c not in gold_set))))
-  absent = [name for name, present in (
-      ("MMQA_texts", data.texts), ("MMQA_tables", data.tables), ("MMQA_images", data.images),
-      ("the train split", mmqa.find_file(folder, "MMQA_train"))) if not present]
-  notes = [
-      f"MMQA ({folder}, {split}): not available here: {', '.join(absent + ['image pixels'])}; "
-      "images are represented by their Wikipedia titles.",
-      f"pool: {len(data.images)} images, {len(data.texts)} texts, {len(data.tables)} tables, and "
-      f"{quoted} text/table documents represented only by the spans the questions quote from "
-      "them (answers / intermediate answers).",
-      f"gold documents without any content, dropped: {dict(sorted(dropped.items()))}; "
-      f"questions left with no representable gold: {dropped_q}.",
-      f"splits by qid hash: train 40% / validation 10% / test 50% of {split}.",
-  ]
-  return EvidenceSet("mmqa", EvidencePool(keys, texts, np.asarray(modality, np.int32)),
-                     questions, notes)
 
 
 @dataclasses.dataclass
@@ -257,28 +156,6 @@ def completion_instances(es: EvidenceSet, question_indices, max_evidence: int) -
                              np.asarray(miss, np.int32))
 
 
-def load_evidence_set(data: str, mmqa_dir: str = "", embedded_dir: str = "",
-                      per_split: int = 0) -> EvidenceSet:
-  """'mmqa' (the dev file + image metadata in mmqa_dir, which must be given) or 'embedded'
-  (the embedded benchmark in embedded_dir, "" = the copy shipped in
-  graphloom_jax/data/resources). per_split > 0 keeps the first per_split questions of each
-  split over their own gold + distractor items (`EvidenceSet.subset`), for quick runs."""
-  if data == "mmqa":
-    if not mmqa_dir:
-      raise ValueError("load_evidence_set('mmqa') needs mmqa_dir, the folder with the official "
-                       "MMQA_dev.jsonl(.gz) and MMQA_images.jsonl(.gz) (in the launchers: "
-                       "--config.grail.mmqa_dir=FOLDER)")
-    es = mmqa_evidence_set(mmqa_dir)
-  elif data == "embedded":
-    es = embedded_evidence_set(embedded_dir or None)
-  else:
-    raise ValueError(f"unknown data set {data!r}; expected 'embedded' or 'mmqa'")
-  if per_split > 0:
-    splits = sorted({q.split for q in es.questions})
-    es = es.subset([i for s in splits for i in es.select([s])[:per_split]])
-  return es
-
-
 def triple_modality(source: str) -> str:
   """The adapter modality of a triple source: scene graphs are image evidence, tables table
   evidence, everything else (text, REBEL, knowledge bases) text evidence."""
@@ -287,68 +164,3 @@ def triple_modality(source: str) -> str:
   if source == "table":
     return "table"
   return "text"
-
-
-def embedded_evidence_set(folder=None) -> EvidenceSet:
-  """The embedded benchmark (SceneKB, graphloom_jax.data.scenekb) as evidence sets.
-
-  Pool: every distinct verbalized triple of the benchmark ("subject relation object"): the
-  scene-graph triples of all scenes, noise included, as the image modality, and the WordNet
-  triples as the text modality (the benchmark serves them as text documents). Scene triples
-  with the same wording in different scenes are one item: the question text does not name its
-  scene, so they are indistinguishable to any retriever. Gold = the question's gold triples;
-  distractors = the question's scene / WordNet triples that share an entity with a gold triple.
-  """
-  from graphloom_jax.data import scenekb
-
-  folder = scenekb.FOLDER if folder is None else pathlib.Path(folder)
-  keys, texts, modality, index = [], [], [], {}
-
-  def item(t) -> int:
-    mod = triple_modality(t.source)
-    key = f"{mod}:{t.verbalize()}"
-    if key not in index:
-      index[key] = len(keys)
-      keys.append(key)
-      texts.append(t.verbalize())
-      modality.append(MODALITIES.index(mod))
-    return index[key]
-
-  loaded = {split: scenekb.load(split, folder) for split in scenekb.SPLITS}
-  for t in loaded[scenekb.SPLITS[0]].kb_triples:
-    item(t)
-  for kb in loaded.values():
-    for image_id in sorted(kb.images):
-      for t in kb.scene_triples(image_id):
-        item(t)
-
-  questions = []
-  for split, kb in loaded.items():
-    for q in kb.questions:
-      where = f"{folder}/MMQA_{split}.jsonl qid {q.qid}"
-      gold_triples = q.extra.get("gold_triples")
-      instance = q.extra.get("instance_id")
-      if not isinstance(gold_triples, list) or not isinstance(instance, str):
-        raise EvidenceDataError(f"{where}: expected 'gold_triples' (list) and 'instance_id' (str)")
-      local = kb.instance_facts(instance, hops=2)
-      by_spo = {}
-      for t in local:
-        by_spo.setdefault(t.key(), t)  # scene triples come first: a scene wording wins
-      gold = []
-      for j, spo in enumerate(gold_triples):
-        if tuple(spo) not in by_spo:
-          raise EvidenceDataError(f"{where}: gold_triples[{j}] {spo} is not among the instance's "
-                                  "scene or WordNet triples")
-        gold.append(item(by_spo[tuple(spo)]))
-      gold = list(dict.fromkeys(gold))
-      entities = {x for spo in gold_triples for x in (spo[0], spo[2])}
-      gold_set = set(gold)
-      distractors = [i for t in local if t.subject in entities or t.object in entities
-                     for i in [item(t)] if i not in gold_set]
-      questions.append(EvidenceQuestion(q.qid, q.question, q.family, split, tuple(gold),
-                                        tuple(dict.fromkeys(distractors))))
-  n_img = sum(1 for m in modality if m == MODALITIES.index("image"))
-  notes = [f"SceneKB ({folder}): pool of {n_img} distinct scene-triple wordings (image modality) "
-           f"and {len(keys) - n_img} WordNet triples (text modality); benchmark splits."]
-  return EvidenceSet("embedded", EvidencePool(keys, texts, np.asarray(modality, np.int32)),
-                     questions, notes)

@@ -38,6 +38,7 @@ from absl import logging
 
 from graphloom_jax.ops import steering
 from graphloom_jax.retrieval import grail
+from graphloom_jax.data import grail_sets
 from graphloom_jax.retrieval import grail_data
 from graphloom_jax.training import metric_writers
 
@@ -373,7 +374,7 @@ def train_from_config(config, output_dir, log=logging.info):
   g = config.grail
   out = pathlib.Path(output_dir)
   out.mkdir(parents=True, exist_ok=True)
-  es = grail_data.load_evidence_set(g.data, mmqa_dir=g.mmqa_dir, embedded_dir=g.embedded_dir,
+  es = grail_sets.load_evidence_set(g.data, mmqa_dir=g.mmqa_dir, embedded_dir=g.embedded_dir,
                                     per_split=g.per_split)
   emb = es.embed(load_embedder(config.embedder.path or None),
                  g.cache_dir or str(out / "embeddings"))

@@ -56,32 +56,14 @@ from absl import logging
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from graphloom_jax import atomic, optional
+from graphloom_jax import atomic, optional, sharding
 from graphloom_jax.evaluation import answers, calibration
 from graphloom_jax.models import heads as heads_lib
 from graphloom_jax.models import llama
-from graphloom_jax.models import memory as memory_lib
 from graphloom_jax.ops import routing
+from graphloom_jax.pipeline import decode
 from graphloom_jax.training import data as data_lib
 from graphloom_jax.training import losses, metric_writers
-
-# --------------------------------------------------------------------------- the model call
-
-ModelCall = Callable[..., tuple[jax.Array, jax.Array]]
-
-
-def decoder_forward(backbone: llama.Llama, tokens: jax.Array, valid: jax.Array,
-                    memory: memory_lib.Memory, route: memory_lib.Router, first_layer: int = -1):
-  """The one place that calls the decoder: full-sequence forward with the memory and router,
-  memory layers from `first_layer` (the Trainer binds config.memory.first_layer).
-
-  Returns logits [B, T, V] and the attention mass on each slot [L_m, B, T, N, M].
-  """
-  cache = llama.KVCache.init(backbone.config, tokens.shape[0], tokens.shape[1], backbone.dtype)
-  logits, _, aux = backbone(tokens, cache, valid, memory=memory, route=route,
-                            first_layer=first_layer, return_slot_attention=True)
-  return logits, aux["slot_attention"]
-
 
 # --------------------------------------------------------------------------- hyper-parameters
 
@@ -128,17 +110,12 @@ def optimizer(h: Hyper) -> optax.GradientTransformation:
 
 # --------------------------------------------------------------------------- jitted steps
 
-def _forward(heads_def, params, rest, backbone_def, backbone_state, batch, model_call, dtype):
+def _forward(heads_def, params, rest, backbone_def, backbone_state, batch, first_layer: int):
+  """The decoder with the heads' memory: `pipeline.decode.heads_forward`, the forward that
+  answering runs, with the attention mass on each slot that the alignment loss reads."""
   heads = nnx.merge(heads_def, params, rest)
   backbone = nnx.merge(backbone_def, backbone_state)
-  mem, inputs = heads.memory(batch, dtype)
-  record: list[routing.Routing] = []
-  logits, slot_attention = model_call(backbone, batch["tokens"], batch["valid"], mem,
-                                      heads.router.route_fn(inputs, record))
-  if len(record) != 1:
-    raise RuntimeError(f"the decoder called the router {len(record)} times in one forward pass; "
-                       "the losses expect exactly one routing decision per position")
-  return logits, slot_attention, record[0]
+  return decode.heads_forward(heads, backbone, batch, first_layer, return_slot_attention=True)
 
 
 def _losses(h: Hyper, batch, logits, slot_attention, r: routing.Routing) -> losses.Losses:
@@ -155,15 +132,15 @@ def _losses(h: Hyper, batch, logits, slot_attention, r: routing.Routing) -> loss
                            gen, cal, cf, align)
 
 
-@functools.partial(jax.jit, static_argnames=("heads_def", "backbone_def", "h", "model_call",
-                                              "dtype"), donate_argnames=("params", "opt_state"))
+@functools.partial(jax.jit, static_argnames=("heads_def", "backbone_def", "h", "first_layer"),
+                   donate_argnames=("params", "opt_state"))
 def train_step(params, opt_state, rest, backbone_state, batch, *, heads_def, backbone_def,
-               h: Hyper, model_call: ModelCall, dtype):
+               h: Hyper, first_layer: int):
   """One micro-step: gradients of the trainable params only, MultiSteps update."""
 
   def loss_fn(p):
     logits, attn, r = _forward(heads_def, p, rest, backbone_def, backbone_state, batch,
-                               model_call, dtype)
+                               first_layer)
     out = _losses(h, batch, logits, attn, r)
     active_steps = r.active & batch["loss_mask"][:, :, None]
     return out.total, (out, jnp.sum(active_steps) / jnp.maximum(jnp.sum(batch["loss_mask"]), 1))
@@ -177,14 +154,13 @@ def train_step(params, opt_state, rest, backbone_state, batch, *, heads_def, bac
   return params, opt_state, metrics
 
 
-@functools.partial(jax.jit, static_argnames=("heads_def", "backbone_def", "model_call", "dtype"))
-def eval_step(params, rest, backbone_state, batch, *, heads_def, backbone_def,
-              model_call: ModelCall, dtype):
+@functools.partial(jax.jit, static_argnames=("heads_def", "backbone_def", "first_layer"))
+def eval_step(params, rest, backbone_state, batch, *, heads_def, backbone_def, first_layer: int):
   """Validation: option scores [B, J] (multiple choice) or, for open answers (no option rows),
   `greedy_match` [B] (`evaluation.answers.greedy_match`: greedy decoding would write the target
   answer); routed-slot faithfulness counts, first-step gates."""
   logits, _, r = _forward(heads_def, params, rest, backbone_def, backbone_state, batch,
-                          model_call, dtype)
+                          first_layer)
   steps = batch["loss_mask"]
   useful = batch["slot_utility"] > 0.5
   act = r.active & steps[:, :, None]
@@ -207,21 +183,12 @@ def eval_step(params, rest, backbone_state, batch, *, heads_def, backbone_def,
       mc[k] = jnp.repeat(v, j, axis=0)
   if "output_mask" in batch:  # an option row's generated part is the option (and its EOS)
     mc["output_mask"] = batch["mc_option_mask"].reshape(b * j, t)
-  logits, _, _ = _forward(heads_def, params, rest, backbone_def, backbone_state, mc, model_call,
-                          dtype)
-  option = answers.option_logprob(logits, mc["tokens"], batch["mc_option_mask"].reshape(b * j, t))
+  logits, _, _ = _forward(heads_def, params, rest, backbone_def, backbone_state, mc, first_layer)
+  option = decode.option_logprob(logits, mc["tokens"], batch["mc_option_mask"].reshape(b * j, t))
   return dict(out, option_scores=option.reshape(b, j))
 
 
 # --------------------------------------------------------------------------- the trainer
-
-def data_mesh(batch_size: int, devices=None) -> jax.sharding.Mesh:
-  """A 1-D ("data",) mesh over the largest number of devices that divides the batch."""
-  devices = list(devices if devices is not None else jax.devices())
-  n = max(d for d in range(1, len(devices) + 1) if batch_size % d == 0)
-  return jax.sharding.Mesh(np.asarray(devices[:n]), ("data",),
-                           axis_types=(jax.sharding.AxisType.Auto,))
-
 
 def _jsonable(d):
   out = {}
@@ -279,7 +246,6 @@ class Trainer:
     train_arrays / val_arrays: features from `data.featurize` ([N, ...] numpy; the pipeline's
       evidence arrays plus token rows).
     workdir: checkpoints, metrics.jsonl and TensorBoard summaries go here.
-    model_call: the decoder call (default `decoder_forward`).
     devices: devices of the data-parallel mesh (default all).
     progress: show a tqdm bar.
     on_step: called with the step number after every optimizer step (hooks, tests).
@@ -289,25 +255,21 @@ class Trainer:
   """
 
   def __init__(self, config, backbone: llama.Llama, train_arrays, val_arrays, workdir, *,
-               model_call: ModelCall = decoder_forward, devices=None, progress: bool = True,
+               devices=None, progress: bool = True,
                on_step: Callable[[int], None] | None = None, log=logging.info,
                workdir_lock: WorkdirLock | None = None):
     self.workdir = pathlib.Path(workdir).resolve()  # orbax wants absolute paths
     self._lock = workdir_lock or WorkdirLock(self.workdir)
     try:
-      self._init(config, backbone, train_arrays, val_arrays, model_call, devices, progress,
-                 on_step, log)
+      self._init(config, backbone, train_arrays, val_arrays, devices, progress, on_step, log)
     except BaseException:
       self._lock.release()
       raise
 
-  def _init(self, config, backbone, train_arrays, val_arrays, model_call, devices, progress,
-            on_step, log):
+  def _init(self, config, backbone, train_arrays, val_arrays, devices, progress, on_step, log):
     self.config = config
     self.h = Hyper.from_config(config)
-    # The default call runs the memory layers the config names (a partial: one compile each).
-    self.model_call = (functools.partial(decoder_forward, first_layer=config.memory.first_layer)
-                       if model_call is decoder_forward else model_call)
+    self.first_layer = config.memory.first_layer  # the memory layers (static: one compile)
     self.progress = progress
     self.on_step = on_step
     self.log = log
@@ -315,7 +277,7 @@ class Trainer:
     if config.train.eval_examples:
       self.val_arrays = {k: v[:config.train.eval_examples] for k, v in val_arrays.items()}
 
-    self.mesh = data_mesh(config.train.batch_size, devices)
+    self.mesh = sharding.data_parallel_mesh(config.train.batch_size, devices)
     self.replicated = NamedSharding(self.mesh, P())
     self.sharded = NamedSharding(self.mesh, P("data"))
 
@@ -477,8 +439,7 @@ class Trainer:
     for batch, real in data_lib.eval_batches(arrays, self.config.train.batch_size):
       out = eval_step(self.params, self.rest, self.backbone_state,
                       jax.device_put(batch, self.sharded), heads_def=self.heads_def,
-                      backbone_def=self.backbone_def, model_call=self.model_call,
-                      dtype=self.dtype)
+                      backbone_def=self.backbone_def, first_layer=self.first_layer)
       out = jax.device_get(out)
       if "greedy_match" in out:  # open answers: the greedy answer is the target
         n_correct += int(np.sum(out["greedy_match"][:real]))
@@ -536,7 +497,7 @@ class Trainer:
           self.params, self.opt_state, metrics = train_step(
               self.params, self.opt_state, self.rest, self.backbone_state, batch,
               heads_def=self.heads_def, backbone_def=self.backbone_def, h=self.h,
-              model_call=self.model_call, dtype=self.dtype)
+              first_layer=self.first_layer)
           window.append(metrics)
           self.micro_step += 1
         self.step += 1

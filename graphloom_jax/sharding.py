@@ -1,6 +1,7 @@
-"""The pipeline on a device mesh: data-parallel batches and model-parallel decoder parameters.
+"""Device meshes, the one builder: data-parallel batches and model-parallel decoder parameters.
 
-The mesh has two axes over this process's devices (`jax.make_mesh`, axis types Auto):
+The mesh has two axes over this process's devices (`jax.make_mesh`, axis types Auto; a mesh a
+user made with Explicit axes, `jax.make_mesh`'s default, is used as its Auto twin, `auto_axes`):
   "data"   the rows of every batch the pipeline sends to the decoder (generation, option and
            citation scoring) are split over it: `place_rows` pads them to a multiple of the axis
            by repeating the last row and places them with NamedSharding(mesh, P("data"));
@@ -17,7 +18,12 @@ The config selects it (`config.mesh`, read by `mesh_from_config`):
   mesh.data   devices on "data"; 0 = every local device not on "model" (local count // model)
 data x model = 1 x 1 is no mesh at all: arrays stay on the default device, as without this
 module. Only this process's devices (`jax.local_devices()`) are used: across processes
-examples are sharded by `evaluation.sharded`, each process running its own mesh.
+examples are sharded by `evaluation.sharded`, each process running its own mesh. Training uses
+`data_parallel_mesh` (the batch split over every device that divides it, "model" 1).
+
+Placing a decoder on a mesh: `models.decoder.from_config(model_cfg, mesh=)` and
+`load_decoder(path, mesh=)` (checkpoints stream into their shards), `llama.shard_model` for a
+model built on one device.
 """
 
 from __future__ import annotations
@@ -28,9 +34,6 @@ import jax
 import numpy as np
 from flax import nnx
 from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
-
-from graphloom_jax.models import decoder as decoder_lib
-from graphloom_jax.models import llama
 
 AXES = ("data", "model")
 
@@ -51,6 +54,11 @@ def mesh_shape(data: int, model: int, num_devices: int) -> tuple[int, int]:
   return data, model
 
 
+def _build(data: int, model: int, devices) -> jax.sharding.Mesh:
+  return jax.make_mesh((data, model), AXES, axis_types=(AxisType.Auto,) * 2,
+                       devices=devices[:data * model])
+
+
 def make_mesh(data: int, model: int, devices=None) -> jax.sharding.Mesh | None:
   """A ("data", "model") mesh over the first data * model of `devices` (default: the local
   devices), or None for 1 x 1."""
@@ -58,8 +66,25 @@ def make_mesh(data: int, model: int, devices=None) -> jax.sharding.Mesh | None:
   data, model = mesh_shape(data, model, len(devices))
   if data * model == 1:
     return None
-  return jax.make_mesh((data, model), AXES, axis_types=(AxisType.Auto,) * 2,
-                       devices=devices[:data * model])
+  return _build(data, model, devices)
+
+
+def data_parallel_mesh(batch_size: int, devices=None) -> jax.sharding.Mesh:
+  """The trainer's mesh: "data" over the largest number of `devices` (default: all) that
+  divides the batch, "model" 1 (the decoder is frozen and replicated)."""
+  devices = list(jax.devices() if devices is None else devices)
+  n = max(d for d in range(1, len(devices) + 1) if batch_size % d == 0)
+  return _build(n, 1, devices)
+
+
+def auto_axes(mesh: jax.sharding.Mesh | None) -> jax.sharding.Mesh | None:
+  """`mesh` with every axis of type Auto (the same devices and names). The decoder's parameter
+  shardings are annotations that XLA propagates (Auto); on an Explicit mesh, sharding in types
+  would reject the embedding gather of vocabulary-split tables."""
+  if mesh is None or all(t == AxisType.Auto for t in mesh.axis_types):
+    return mesh
+  return jax.sharding.Mesh(mesh.devices, mesh.axis_names,
+                           axis_types=(AxisType.Auto,) * len(mesh.axis_names))
 
 
 def mesh_from_config(config, devices=None) -> jax.sharding.Mesh | None:
@@ -99,6 +124,10 @@ def row_sharding(mesh: jax.sharding.Mesh) -> NamedSharding:
   return NamedSharding(mesh, P("data"))
 
 
+def replicated(mesh: jax.sharding.Mesh) -> NamedSharding:
+  return NamedSharding(mesh, P())
+
+
 def place_rows(arrays: Mapping[str, Any], mesh: jax.sharding.Mesh | None
                ) -> tuple[dict[str, jax.Array], int]:
   """(arrays padded to a multiple of the data axis and split over it, the real row count).
@@ -128,41 +157,13 @@ def replicate(module: nnx.Module, mesh: jax.sharding.Mesh | None) -> nnx.Module:
   """Every array of `module` replicated over the mesh, in place (returned for chaining)."""
   if mesh is None:
     return module
-  sharding = NamedSharding(mesh, P())
+  sharding = replicated(mesh)
   state = nnx.state(module)
   nnx.update(module, jax.tree.map(lambda x: jax.device_put(x, sharding), state))
   return module
 
 
-def shard_model(model: llama.Llama, mesh: jax.sharding.Mesh) -> llama.Llama:
-  """A model's parameters placed under `llama.param_shardings` (the rest replicated), in
-  place: for models built on one device (the random test decoder); checkpoints stream straight
-  into their shards (`load_decoder`)."""
-  replicate(model, mesh)
-  for name, sharding in llama.param_shardings(model.config, mesh).items():
-    var = getattr(model, name)
-    var.value = jax.device_put(var.value, sharding)
-  return model
-
-
-def load_decoder(model_cfg, mesh: jax.sharding.Mesh | None) -> decoder_lib.Decoder:
-  """The decoder `model_cfg` (a config's `model` section) names, its parameters on `mesh`:
-  checkpoints stream each tensor into its shards (`decoder.load_decoder(..., mesh=)`); the
-  random decoder is built, then placed. Without a mesh: `decoder.from_config`."""
-  if mesh is None:
-    return decoder_lib.from_config(model_cfg)
-  if model_cfg.weights == "random":
-    dec = decoder_lib.from_config(model_cfg)
-    shard_model(dec.model, mesh)
-    return decoder_lib.Decoder(dec.model, dec.tokenizer, source=dec.source,
-                               max_seq_len=dec.max_seq_len)
-  if not model_cfg.weights:
-    return decoder_lib.from_config(model_cfg)  # its error names the empty key
-  return decoder_lib.load_decoder(model_cfg.weights, model_cfg.dtype,
-                                  max_seq_len=model_cfg.max_seq_len, mesh=mesh)
-
-
-def check_on_mesh(decoder: decoder_lib.Decoder, mesh: jax.sharding.Mesh | None) -> None:
+def check_on_mesh(decoder, mesh: jax.sharding.Mesh | None) -> None:
   """The decoder's parameters must live on `mesh`'s devices (on one device without a mesh):
   jitted calls cannot mix arrays of different device sets."""
   embed = decoder.model.embed.value
@@ -174,5 +175,6 @@ def check_on_mesh(decoder: decoder_lib.Decoder, mesh: jax.sharding.Mesh | None) 
                        "the mesh they are on (GraphLoom(..., mesh=) / from_config)")
   elif where != want:
     raise ValueError(f"the decoder's parameters are on {len(where)} device(s), not on the "
-                     f"mesh's {len(want)}: load it onto the mesh (sharding.load_decoder, or "
-                     "GraphLoom.from_config(config, mesh=))")
+                     f"mesh's {len(want)}: load it onto the mesh (decoder.from_config(model_cfg, "
+                     "mesh=), load_decoder(path, mesh=) or GraphLoom.from_config(config, "
+                     "mesh=))")

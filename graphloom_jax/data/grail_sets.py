@@ -1,0 +1,196 @@
+"""GRAIL's evidence sets of the datasets (`retrieval.grail_data.EvidenceSet`):
+
+  load_evidence_set(data, mmqa_dir, embedded_dir, per_split)  'mmqa' or 'embedded'
+  mmqa_evidence_set(folder, split="dev")        MMQA questions (see below)
+  embedded_evidence_set(folder=None)            the embedded benchmark (graphloom_jax/data)
+
+MMQA: an image item is the image's Wikipedia title (every image in MMQA_images, gold or not;
+pixels are never used). Texts and tables are their full content when MMQA_texts / MMQA_tables
+are in the folder. Offline (when the folder holds only the dev file and the image metadata)
+a text or table document is represented by the spans the questions themselves quote from it
+(answers' and intermediate answers' text_instances, and answer strings located in the
+question's table), merged over every question that cites the document. Gold documents with no
+content at all are dropped from their question's gold set (counted in `notes`, which also say
+which files were absent). Questions are split by a hash of their qid into train (40%),
+validation (10%) and test (50%), since only the dev split is labelled offline.
+"""
+
+from __future__ import annotations
+
+import collections
+import pathlib
+
+import numpy as np
+
+from graphloom_jax.data import mmqa, scenekb
+from graphloom_jax.retrieval.grail_data import (MODALITIES, EvidenceDataError, EvidencePool,
+                                                EvidenceQuestion, EvidenceSet, hash_split,
+                                                triple_modality)
+
+
+def _answer_groups(q):
+  """The answers and every intermediate answer list of an MMQA question."""
+  yield q.answers
+  yield from q.intermediate_answers
+
+
+def _table_text(t) -> str:
+  rows = "; ".join(" | ".join(r) for r in t.rows)
+  return f"{t.title} {t.name}: {' | '.join(t.header)}; {rows}"
+
+
+def mmqa_evidence_set(folder, split: str = "dev") -> EvidenceSet:
+  """MMQA questions of `split` (read by graphloom_jax.data.mmqa) over every image title plus the
+  text and table documents: their full content where MMQA_texts / MMQA_tables are in `folder`,
+  else the spans the questions quote from them (see the module docstring)."""
+  data = mmqa.MMQA.load(folder, split)
+  keys, texts, modality, index = [], [], [], {}
+
+  def add(key, text, mod):
+    index[key] = len(keys)
+    keys.append(key)
+    texts.append(text)
+    modality.append(MODALITIES.index(mod))
+
+  for doc in data.images.values():
+    add("image:" + doc.id, doc.title, "image")
+  for doc in data.texts.values():
+    add("text:" + doc.id, f"{doc.title}. {doc.text}", "text")
+  for doc in data.tables.values():
+    add("table:" + doc.id, _table_text(doc), "table")
+  spans: dict[str, dict[str, None]] = collections.defaultdict(dict)  # ordered sets
+  for q in data.questions:
+    for group in _answer_groups(q):
+      for ans in group:
+        for ti in ans.text_instances:
+          if isinstance(ti, dict) and ti.get("doc_id") and ti.get("text"):
+            spans["text:" + ti["doc_id"]][ti["text"].strip()] = None
+        if ans.table_indices and q.table_id:
+          spans["table:" + q.table_id][ans.answer.strip()] = None
+  quoted = 0
+  for key in sorted(spans):
+    if key not in index:
+      add(key, "; ".join(spans[key]), key.split(":", 1)[0])
+      quoted += 1
+
+  questions, dropped, dropped_q = [], collections.Counter(), 0
+  for q in data.questions:
+    gold, seen = [], set()
+    for doc_id, part in q.supporting_context:
+      key = f"{part}:{doc_id}"
+      if key in seen:
+        continue  # the dev file repeats some supporting documents
+      seen.add(key)
+      if key in index:
+        gold.append(index[key])
+      else:
+        dropped[part] += 1
+    if not gold:
+      dropped_q += 1
+      continue
+    cand = [index[k] for k in (["image:" + d for d in q.image_doc_ids]
+                               + ["text:" + d for d in q.text_doc_ids]) if k in index]
+    gold_set = set(gold)
+    questions.append(EvidenceQuestion(
+        qid=q.qid, question=q.question, family=q.family, split=hash_split(q.qid),
+        gold=tuple(gold), distractors=tuple(dict.fromkeys(c for c in cand if c not in gold_set))))
+  absent = [name for name, present in (
+      ("MMQA_texts", data.texts), ("MMQA_tables", data.tables), ("MMQA_images", data.images),
+      ("the train split", mmqa.find_file(folder, "MMQA_train"))) if not present]
+  notes = [
+      f"MMQA ({folder}, {split}): not available here: {', '.join(absent + ['image pixels'])}; "
+      "images are represented by their Wikipedia titles.",
+      f"pool: {len(data.images)} images, {len(data.texts)} texts, {len(data.tables)} tables, and "
+      f"{quoted} text/table documents represented only by the spans the questions quote from "
+      "them (answers / intermediate answers).",
+      f"gold documents without any content, dropped: {dict(sorted(dropped.items()))}; "
+      f"questions left with no representable gold: {dropped_q}.",
+      f"splits by qid hash: train 40% / validation 10% / test 50% of {split}.",
+  ]
+  return EvidenceSet("mmqa", EvidencePool(keys, texts, np.asarray(modality, np.int32)),
+                     questions, notes)
+
+
+def load_evidence_set(data: str, mmqa_dir: str = "", embedded_dir: str = "",
+                      per_split: int = 0) -> EvidenceSet:
+  """'mmqa' (the dev file + image metadata in mmqa_dir, which must be given) or 'embedded'
+  (the embedded benchmark in embedded_dir, "" = the copy shipped in
+  graphloom_jax/data/resources). per_split > 0 keeps the first per_split questions of each
+  split over their own gold + distractor items (`EvidenceSet.subset`), for quick runs."""
+  if data == "mmqa":
+    if not mmqa_dir:
+      raise ValueError("load_evidence_set('mmqa') needs mmqa_dir, the folder with the official "
+                       "MMQA_dev.jsonl(.gz) and MMQA_images.jsonl(.gz) (in the launchers: "
+                       "--config.grail.mmqa_dir=FOLDER)")
+    es = mmqa_evidence_set(mmqa_dir)
+  elif data == "embedded":
+    es = embedded_evidence_set(embedded_dir or None)
+  else:
+    raise ValueError(f"unknown data set {data!r}; expected 'embedded' or 'mmqa'")
+  if per_split > 0:
+    splits = sorted({q.split for q in es.questions})
+    es = es.subset([i for s in splits for i in es.select([s])[:per_split]])
+  return es
+
+
+def embedded_evidence_set(folder=None) -> EvidenceSet:
+  """The embedded benchmark (SceneKB, graphloom_jax.data.scenekb) as evidence sets.
+
+  Pool: every distinct verbalized triple of the benchmark ("subject relation object"): the
+  scene-graph triples of all scenes, noise included, as the image modality, and the WordNet
+  triples as the text modality (the benchmark serves them as text documents). Scene triples
+  with the same wording in different scenes are one item: the question text does not name its
+  scene, so they are indistinguishable to any retriever. Gold = the question's gold triples;
+  distractors = the question's scene / WordNet triples that share an entity with a gold triple.
+  """
+  folder = scenekb.FOLDER if folder is None else pathlib.Path(folder)
+  keys, texts, modality, index = [], [], [], {}
+
+  def item(t) -> int:
+    mod = triple_modality(t.source)
+    key = f"{mod}:{t.verbalize()}"
+    if key not in index:
+      index[key] = len(keys)
+      keys.append(key)
+      texts.append(t.verbalize())
+      modality.append(MODALITIES.index(mod))
+    return index[key]
+
+  loaded = {split: scenekb.load(split, folder) for split in scenekb.SPLITS}
+  for t in loaded[scenekb.SPLITS[0]].kb_triples:
+    item(t)
+  for kb in loaded.values():
+    for image_id in sorted(kb.images):
+      for t in kb.scene_triples(image_id):
+        item(t)
+
+  questions = []
+  for split, kb in loaded.items():
+    for q in kb.questions:
+      where = f"{folder}/MMQA_{split}.jsonl qid {q.qid}"
+      gold_triples = q.extra.get("gold_triples")
+      instance = q.extra.get("instance_id")
+      if not isinstance(gold_triples, list) or not isinstance(instance, str):
+        raise EvidenceDataError(f"{where}: expected 'gold_triples' (list) and 'instance_id' (str)")
+      local = kb.instance_facts(instance, hops=2)
+      by_spo = {}
+      for t in local:
+        by_spo.setdefault(t.key(), t)  # scene triples come first: a scene wording wins
+      gold = []
+      for j, spo in enumerate(gold_triples):
+        if tuple(spo) not in by_spo:
+          raise EvidenceDataError(f"{where}: gold_triples[{j}] {spo} is not among the instance's "
+                                  "scene or WordNet triples")
+        gold.append(item(by_spo[tuple(spo)]))
+      gold = list(dict.fromkeys(gold))
+      entities = {x for spo in gold_triples for x in (spo[0], spo[2])}
+      gold_set = set(gold)
+      distractors = [i for t in local if t.subject in entities or t.object in entities
+                     for i in [item(t)] if i not in gold_set]
+      questions.append(EvidenceQuestion(q.qid, q.question, q.family, split, tuple(gold),
+                                        tuple(dict.fromkeys(distractors))))
+  n_img = sum(1 for m in modality if m == MODALITIES.index("image"))
+  notes = [f"SceneKB ({folder}): pool of {n_img} distinct scene-triple wordings (image modality) "
+           f"and {len(keys) - n_img} WordNet triples (text modality); benchmark splits."]
+  return EvidenceSet("embedded", EvidencePool(keys, texts, np.asarray(modality, np.int32)),
+                     questions, notes)
