@@ -9,7 +9,9 @@ and flag checks that run before anything heavy is loaded.
   each print one line, `LAUNCHER: error: MESSAGE`, and exit with status 1 (no traceback, no
   usage text; `--help` prints that);
 - absl logging at INFO (`--verbosity` changes it) with orbax's per-checkpoint INFO lines
-  dropped, and after `set_log_process` every line prefixed with the process index.
+  dropped, and after `set_log_process` every line prefixed with the process index;
+- JAX's persistent compilation cache on, in a per-user folder (`graphloom_jax.compilation_cache`:
+  GRAPHLOOM_JAX_CACHE_DIR=DIR or off, `--jax_compilation_cache_dir`), so a second run starts warm.
 
 `DEFINE_config_file` is `ml_collections.config_flags.DEFINE_config_file` whose path may be given
 relative to the project root as well as to the current directory (`--config=configs/tiny.py`
@@ -182,6 +184,8 @@ def run(main: Callable[[list[str]], object], *, pass_extra_args: bool = False) -
   """
   import jax  # pylint: disable=import-outside-toplevel
 
+  from graphloom_jax import compilation_cache  # pylint: disable=import-outside-toplevel
+
   jax.config.config_with_absl()
   _adopt_as_main(sys.modules[main.__module__])
 
@@ -189,6 +193,7 @@ def run(main: Callable[[list[str]], object], *, pass_extra_args: bool = False) -
     if len(argv) > 1 and not pass_extra_args:
       exit_with_error(f"unexpected arguments {argv[1:]} (flags are written --name=value)")
     logging.get_absl_handler().addFilter(_DropOrbaxInfo())
+    compilation_cache.enable()
     try:
       return main(argv)
     except app.UsageError as e:

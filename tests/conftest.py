@@ -1,9 +1,13 @@
 """Test-wide JAX settings: float32 parity needs the highest matmul precision; 8 CPU devices
-let the sharded tests build real meshes."""
+let the sharded tests build real meshes; the launchers the tests run share one compilation
+cache in the checkout (.cache/jax-tests), never the user's own."""
 
 import os
+import pathlib
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+os.environ.setdefault("GRAPHLOOM_JAX_CACHE_DIR",
+                      str(pathlib.Path(__file__).resolve().parents[1] / ".cache" / "jax-tests"))
 
 import jax  # noqa: E402
 

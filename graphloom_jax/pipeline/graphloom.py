@@ -32,8 +32,6 @@ triples (`verify.revision_prompt`) and, in GraphLoom mode, its memory holds only
 from __future__ import annotations
 
 import dataclasses
-import json
-import pathlib
 import time
 from typing import Any, Sequence
 
@@ -42,11 +40,15 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from graphloom_jax import defaults, provenance
+from graphloom_jax import defaults
 from graphloom_jax import sharding as sharding_lib
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.models import embedding_cache
 from graphloom_jax.models import heads as heads_lib
+# Heads checkpoints live in models/heads.py; these names are also the pipeline's.
+from graphloom_jax.models.heads import (ADAPTER_SHAPE_KEYS, HEAD_SHAPE_KEYS, HEADS_DIR,  # noqa: F401
+                                        HEADS_FILE, HEADS_META, SHAPE_KEYS, load_heads,
+                                        new_heads, save_heads)
 from graphloom_jax.models import llama, load_embedder
 from graphloom_jax.models import router as router_lib
 from graphloom_jax.graph.triples import Triple
@@ -60,112 +62,9 @@ from graphloom_jax.pipeline.types import ALL_MODES, TUNED_MODES, Answer, CitedTr
 from graphloom_jax.retrieval import factory
 from graphloom_jax.retrieval import subgraph as sg
 
-HEADS_DIR = pathlib.Path(__file__).resolve().parents[1] / "resources" / "heads"
 # Modes whose decoder reads a trained memory; modes that read no evidence.
 MEMORY_MODES = ("graphloom",) + TUNED_MODES
 NO_EVIDENCE_MODES = ("no_retrieval", "no_retrieval_tuned")
-HEADS_FILE, HEADS_META = "heads.safetensors", "heads.json"
-# Config sections that shape the heads: a checkpoint only fits a config that agrees on them.
-HEAD_SHAPE_KEYS = ("memory.prefix_len", "memory.entity_slots",
-                   "memory.relation_slots", "memory.first_layer", "router.router_dim",
-                   "router.feature_hidden", "router.calibration", "fusion.dim",
-                   "fusion.per_layer", "fusion.slot_rank")
-# The same for a trained text baseline's adapter (heads.json "kind": "tuned_prefix").
-ADAPTER_SHAPE_KEYS = ("baseline.tuned_prefix_len", "memory.first_layer")
-SHAPE_KEYS = {"graphloom": HEAD_SHAPE_KEYS, "tuned_prefix": ADAPTER_SHAPE_KEYS}
-
-
-def _get(config, dotted: str):
-  for part in dotted.split("."):
-    config = config[part]
-  return config
-
-
-# ------------------------------------------------------------------------------ trained heads
-
-def new_heads(config, decoder: decoder_lib.Decoder, embed_dim: int, seed: int = 0,
-              kind: str = "graphloom"):
-  """Freshly initialised heads of `kind` for this decoder (GraphLoomHeads, or a trained text
-  baseline's TunedPrefix; image tokens are text embeddings here)."""
-  model = decoder.model
-  layers = model.config.num_layers - model.first_memory_layer(config.memory.first_layer)
-  return heads_lib.build(config, kind, model.config.hidden_size, embed_dim, embed_dim, layers,
-                         seed)
-
-
-def _kind(heads) -> str:
-  return "tuned_prefix" if isinstance(heads, heads_lib.TunedPrefix) else "graphloom"
-
-
-def _flat(heads) -> dict[str, Any]:
-  state = nnx.state(heads)
-  leaves, _ = jax.tree_util.tree_flatten_with_path(state)
-  return {jax.tree_util.keystr(path): leaf for path, leaf in leaves}
-
-
-def save_heads(heads, folder, config, meta: dict | None = None) -> pathlib.Path:
-  """Writes heads.safetensors (every variable, calibration included) and heads.json (their
-  kind, the shape settings of `config` for that kind, and `meta`)."""
-  from safetensors.numpy import save_file
-  from graphloom_jax import atomic
-  folder = pathlib.Path(folder)
-  folder.mkdir(parents=True, exist_ok=True)
-  arrays = {k: np.asarray(v, np.float32) for k, v in _flat(heads).items()}
-  with atomic.atomic_path(folder / HEADS_FILE) as tmp:
-    save_file(arrays, str(tmp))
-  kind = _kind(heads)
-  atomic.atomic_write_json(folder / HEADS_META, {
-      "kind": kind, "config": {k: _get(config, k) for k in SHAPE_KEYS[kind]}, **(meta or {}),
-      "provenance": provenance.record()})
-  return folder
-
-
-def load_heads(folder, config, decoder: decoder_lib.Decoder, embed_dim: int, kind: str | None = None):
-  """Heads saved by `save_heads` (GraphLoomHeads, or a TunedPrefix adapter: heads.json says
-  which; `kind` the one the caller needs, None for either); a checkpoint that does not fit
-  `config` or the decoder is an error that names what differs."""
-  from safetensors.numpy import load_file
-  folder = pathlib.Path(folder)
-  path, meta_path = folder / HEADS_FILE, folder / HEADS_META
-  for p in (path, meta_path):
-    if not p.is_file():
-      raise FileNotFoundError(f"heads checkpoint {folder}: {p.name} is missing")
-  try:
-    meta = json.loads(meta_path.read_text())
-  except json.JSONDecodeError as e:
-    raise ValueError(f"{meta_path}: not valid JSON ({e.msg})") from None
-  saved_kind = meta.get("kind", "graphloom")  # heads written before adapters existed
-  if saved_kind not in SHAPE_KEYS:
-    raise ValueError(f"{meta_path}: kind {saved_kind!r}; expected one of {sorted(SHAPE_KEYS)}")
-  if kind is not None and saved_kind != kind:
-    raise ValueError(f"heads checkpoint {folder} holds {saved_kind!r} heads where {kind!r} are "
-                     "needed (GraphLoom's heads for mode graphloom, a TunedPrefix adapter for "
-                     "the *_tuned modes)")
-  saved = meta.get("config", {})
-  diff = {k: (saved.get(k), _get(config, k)) for k in SHAPE_KEYS[saved_kind]
-          if saved.get(k) != _get(config, k)}
-  if diff:
-    raise ValueError(f"heads checkpoint {folder} was trained with other settings: " + ", ".join(
-        f"{k}={a!r} (config has {b!r})" for k, (a, b) in sorted(diff.items())))
-  heads = new_heads(config, decoder, embed_dim, kind=saved_kind)
-  template = _flat(heads)
-  try:
-    arrays = load_file(str(path))
-  except Exception as e:  # safetensors raises its own error types for corrupt headers
-    raise ValueError(f"{path}: unreadable safetensors file ({e})") from None
-  problems = [f"missing {k}" for k in template if k not in arrays]
-  problems += [f"unexpected {k}" for k in arrays if k not in template]
-  problems += [f"{k}: shape {arrays[k].shape}, the model needs {tuple(v.shape)}"
-               for k, v in template.items() if k in arrays and arrays[k].shape != v.shape]
-  if problems:
-    raise ValueError(f"heads checkpoint {path} does not fit decoder {decoder.source} "
-                     f"(width {decoder.config.hidden_size}) and embedder width {embed_dim}: "
-                     + "; ".join(problems[:8]))
-  state = nnx.state(heads)
-  leaves, treedef = jax.tree_util.tree_flatten_with_path(state)
-  new = [jnp.asarray(arrays[jax.tree_util.keystr(p)], leaf.dtype) for p, leaf in leaves]
-  nnx.update(heads, jax.tree_util.tree_unflatten(treedef, new))
-  return heads
 
 
 # ------------------------------------------------------------------------------ the system
