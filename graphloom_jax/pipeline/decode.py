@@ -126,7 +126,7 @@ def _score_text_options(backbone_def, backbone_state, prompt, prompt_valid, last
                          next_pos=cache.next_pos[row], length=cache.length)
   cont, _, _ = backbone(options, shared, option_valid)  # [N, O, V]
   # [prompt's last position ; the option's own positions] predicts [option tokens ; -]: the
-  # rows option_logprob scores, with a placeholder column 0 that the mask leaves out.
+  # rows option_logprob scores; column 0 of tokens is a dummy that the mask leaves out.
   full = jnp.concatenate([logits[row, last[row]][:, None], cont], axis=1)  # [N, 1 + O, V]
   tokens = jnp.concatenate([jnp.zeros_like(options[:, :1]), options], axis=1)
   mask = jnp.concatenate([jnp.zeros_like(option_valid[:, :1]), option_valid], axis=1)

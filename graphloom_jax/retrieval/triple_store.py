@@ -154,8 +154,7 @@ class TripleStore:
     """A fresh index over the current facts (ScaNN: re-trains its partitions on them)."""
     if self._triples:
       ids = np.fromiter(self._triples, np.int64, len(self._triples))
-      self._index = index_lib.make_index(self.kind, np.stack([self._vectors[i] for i in ids]),
-                                         ids)
+      self._index = index_lib.make_index(self.kind, self._matrix(), ids)
 
   def search(self, queries, k: int) -> list[list[tuple[Triple, float]]]:
     """The k best facts per query vector (queries [Q, D]), best first."""
@@ -169,10 +168,14 @@ class TripleStore:
     """The facts as the pool the bounded retriever walks, searching through this store's
     index (no copy of the index is built)."""
     ids = np.fromiter(self._triples, np.int64, len(self._triples))
-    vectors = (np.stack([self._vectors[i] for i in ids]) if len(ids)
-               else np.zeros((0, self.dim or 0), np.float32))
     index = _RowIndex(self._index, ids) if self._index is not None else None
-    return TriplePool(self.triples, vectors, index=index)
+    return TriplePool(self.triples, self._matrix(), index=index)
+
+  def _matrix(self) -> np.ndarray:
+    """The facts' vectors [N, D], rows in insertion order (the order of `triples`)."""
+    if not self._vectors:
+      return np.zeros((0, self.dim or 0), np.float32)
+    return np.stack([self._vectors[i] for i in self._triples])
 
   # ---------------------------------------------------------------------------------- folders
 
@@ -184,7 +187,7 @@ class TripleStore:
                             f"other files and no {STORE_FILE}, and a save replaces the folder")
     with atomic.atomic_dir(directory) as tmp:
       write_triples(tmp / TRIPLES_FILE, self._triples.values())
-      np.save(tmp / VECTORS_FILE, self.pool().embeddings, allow_pickle=False)
+      np.save(tmp / VECTORS_FILE, self._matrix(), allow_pickle=False)
       if self._index is not None:
         self._index.save(tmp / INDEX_DIR)
       meta = {"format": FORMAT, "count": len(self), "index": self.kind,
