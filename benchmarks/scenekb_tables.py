@@ -46,13 +46,12 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from benchmarks import scenekb_report
-from graphloom_jax import atomic
+from graphloom_jax import atomic, defaults
 from graphloom_jax.data import scenekb
 from graphloom_jax.evaluation import answers, calibration, hallucination
 from graphloom_jax.graph import canonical, lookup
 from graphloom_jax.pipeline import GraphLoom, controls, instance
 from graphloom_jax.pipeline.types import TUNED_MODES
-from graphloom_jax.pipeline.graphloom import _get
 
 
 def _define_flags():
@@ -126,14 +125,14 @@ GROUPS = {
 
 def _set(config, dotted: str, value):
   *path, name = dotted.split(".")
-  (_get(config, ".".join(path)) if path else config)[name] = value
+  (defaults.lookup(config, ".".join(path)) if path else config)[name] = value
 
 
 def _configured(base, overrides: dict):
   config = base.copy_and_resolve_references()
   for key, value in overrides.items():
     if isinstance(value, Scale):
-      value = float(_get(config, key)) * float(value)
+      value = float(defaults.lookup(config, key)) * float(value)
     _set(config, key, value)
   return config
 

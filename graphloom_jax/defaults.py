@@ -17,6 +17,13 @@ these (`configs/base.py`, `configs/smollm2.py`) and override what they change. S
 import ml_collections
 
 
+def lookup(config, dotted: str):
+  """`config["a"]["b"]` for the dotted key "a.b" (a KeyError names the missing part)."""
+  for part in dotted.split("."):
+    config = config[part]
+  return config
+
+
 def base_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
 

@@ -10,6 +10,7 @@ import pytest
 from graphloom_jax.configs import tiny
 from graphloom_jax.data import scenekb
 from graphloom_jax.models import decoder as decoder_lib
+from graphloom_jax.models import heads as heads_lib
 from graphloom_jax.pipeline import STAGES, GraphLoom, graphloom, load_heads, save_heads
 from graphloom_jax.training import data
 
@@ -179,7 +180,7 @@ def test_heads_checkpoint_round_trip_and_mismatch(parts, tmp_path):
   cfg, dec, _, heads = parts
   save_heads(heads, tmp_path / "h", cfg, {"step": 7})
   loaded = load_heads(tmp_path / "h", cfg, dec, 16)
-  a, b = graphloom._flat(heads), graphloom._flat(loaded)
+  a, b = heads_lib.flat_state(heads), heads_lib.flat_state(loaded)
   assert a.keys() == b.keys()
   for k in a:
     np.testing.assert_array_equal(np.asarray(a[k]), np.asarray(b[k]), err_msg=k)

@@ -24,7 +24,7 @@ import numpy as np
 from flax import nnx
 from safetensors.numpy import load_file, save_file
 
-from graphloom_jax import atomic, provenance
+from graphloom_jax import atomic, defaults, provenance
 from graphloom_jax.models import fusion, slots
 from graphloom_jax.models import memory as memory_lib
 from graphloom_jax.models import router as router_lib
@@ -141,12 +141,6 @@ ADAPTER_SHAPE_KEYS = ("baseline.tuned_prefix_len", "memory.first_layer")
 SHAPE_KEYS = {"graphloom": HEAD_SHAPE_KEYS, "tuned_prefix": ADAPTER_SHAPE_KEYS}
 
 
-def _get(config, dotted: str):
-  for part in dotted.split("."):
-    config = config[part]
-  return config
-
-
 # ------------------------------------------------------------------------------ trained heads
 
 def new_heads(config, decoder, embed_dim: int, seed: int = 0,
@@ -163,7 +157,7 @@ def _kind(heads) -> str:
   return "tuned_prefix" if isinstance(heads, TunedPrefix) else "graphloom"
 
 
-def _flat(heads) -> dict[str, Any]:
+def flat_state(heads) -> dict[str, Any]:
   state = nnx.state(heads)
   leaves, _ = jax.tree_util.tree_flatten_with_path(state)
   return {jax.tree_util.keystr(path): leaf for path, leaf in leaves}
@@ -174,12 +168,12 @@ def save_heads(heads, folder, config, meta: dict | None = None) -> pathlib.Path:
   kind, the shape settings of `config` for that kind, and `meta`)."""
   folder = pathlib.Path(folder)
   folder.mkdir(parents=True, exist_ok=True)
-  arrays = {k: np.asarray(v, np.float32) for k, v in _flat(heads).items()}
+  arrays = {k: np.asarray(v, np.float32) for k, v in flat_state(heads).items()}
   with atomic.atomic_path(folder / HEADS_FILE) as tmp:
     save_file(arrays, str(tmp))
   kind = _kind(heads)
   atomic.atomic_write_json(folder / HEADS_META, {
-      "kind": kind, "config": {k: _get(config, k) for k in SHAPE_KEYS[kind]}, **(meta or {}),
+      "kind": kind, "config": {k: defaults.lookup(config, k) for k in SHAPE_KEYS[kind]}, **(meta or {}),
       "provenance": provenance.record()})
   return folder
 
@@ -205,13 +199,13 @@ def load_heads(folder, config, decoder, embed_dim: int, kind: str | None = None)
                      "needed (GraphLoom's heads for mode graphloom, a TunedPrefix adapter for "
                      "the *_tuned modes)")
   saved = meta.get("config", {})
-  diff = {k: (saved.get(k), _get(config, k)) for k in SHAPE_KEYS[saved_kind]
-          if saved.get(k) != _get(config, k)}
+  diff = {k: (saved.get(k), defaults.lookup(config, k)) for k in SHAPE_KEYS[saved_kind]
+          if saved.get(k) != defaults.lookup(config, k)}
   if diff:
     raise ValueError(f"heads checkpoint {folder} was trained with other settings: " + ", ".join(
         f"{k}={a!r} (config has {b!r})" for k, (a, b) in sorted(diff.items())))
   heads = new_heads(config, decoder, embed_dim, kind=saved_kind)
-  template = _flat(heads)
+  template = flat_state(heads)
   try:
     arrays = load_file(str(path))
   except Exception as e:  # safetensors raises its own error types for corrupt headers
