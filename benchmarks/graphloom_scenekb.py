@@ -27,9 +27,9 @@ from ml_collections import config_flags
 from graphloom_jax.data import scenekb
 from graphloom_jax.evaluation import answers, calibration
 from graphloom_jax.ops import routing
-from graphloom_jax.pipeline import MODES, GraphLoom, decode
+from graphloom_jax.pipeline import MODES, GraphLoom
 from graphloom_jax.pipeline.graphloom import HEADS_DIR
-from graphloom_jax.training import data
+from graphloom_jax.evaluation.scenekb_rows import gate_stats
 
 
 def _define_flags():
@@ -45,21 +45,6 @@ def _define_flags():
   _OUT = flags.DEFINE_string("workdir", "runs/graphloom_scenekb",
                              "folder for benchmark.json and the reliability diagram")
   flags.DEFINE_alias("out", "workdir")
-
-
-def gate_stats(system, kb, questions, seq_len):
-  """First-answer-step gates [N, M], utilities and validity from the gold-answer rows."""
-  feats = data.featurize(system, kb, questions, seq_len)
-  out = []
-  for s in range(0, len(questions), 8):
-    batch = {k: jnp.asarray(v[s:s + 8]) for k, v in feats.items()}
-    _, gates, _ = decode.score_rows(system._heads_def, system._heads_state,
-                                    system._backbone_def, system._backbone_state, batch,
-                                    first_layer=system.first_layer)
-    first = np.argmax(feats["loss_mask"][s:s + 8], axis=1)
-    out.append(np.take_along_axis(np.asarray(gates), first[:, None, None], axis=1)[:, 0])
-  g = np.concatenate(out)
-  return g, feats["slot_utility"], feats["slot_valid"]
 
 
 def main(argv):

@@ -10,10 +10,9 @@ import random
 import numpy as np
 import pytest
 
-from benchmarks import scenekb_tables
 from graphloom_jax.configs import tiny
 from graphloom_jax.data import build_benchmark, scenekb
-from graphloom_jax.evaluation import hallucination
+from graphloom_jax.evaluation import hallucination, scenekb_rows
 from graphloom_jax.graph.triples import Triple
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.pipeline import GraphLoom, controls, graphloom
@@ -88,13 +87,13 @@ def test_each_control_changes_the_evidence_it_names(bench):
   for a, g in zip(oracle, gold):
     assert sorted(t.key() for t in a.retrieved) == sorted(t.key() for t in g)
   truth = hallucination.GroundTruth.load(root)
-  row = scenekb_tables.run_row(system, kb, qs, "graphloom", truth, batch=5, log=lambda s: 0,
+  row = scenekb_rows.run_row(system, kb, qs, "graphloom", truth, batch=5, log=lambda s: 0,
                                control="shuffled")
   partner = controls.partners([q.family for q in qs], seed=0)
   for q, p, rec in zip(qs, partner, row["records"]):
     mine = system.prepare([qs[p].question], [kb.scene_graph(qs[p].extra["instance_id"])])[0]
     want = [t.key() for t in mine.subgraph.edges]
-    assert rec["recall5"] == scenekb_tables.recall_at(
+    assert rec["recall5"] == scenekb_rows.recall_at(
         [Triple(*k) for k in want], q.extra["gold_triples"])
   # blind: no evidence and no object names; the prefix's object tokens go, so scores move
   graphs = [system.instance_graph(kb.scene_graph(q.extra["instance_id"])) for q in qs]
@@ -109,7 +108,7 @@ def test_each_control_changes_the_evidence_it_names(bench):
   answer_batch = system.answer_batch
   system.answer_batch = lambda qs_, gs, **kw: spied.extend(gs) or answer_batch(qs_, gs, **kw)
   try:
-    scenekb_tables.run_row(system, kb, qs[:2], "graphloom", truth, batch=2, log=lambda s: 0,
+    scenekb_rows.run_row(system, kb, qs[:2], "graphloom", truth, batch=2, log=lambda s: 0,
                            control="blind")
   finally:
     del system.answer_batch
@@ -123,7 +122,7 @@ def test_each_control_changes_the_evidence_it_names(bench):
 def test_symbolic_row_reproduces_the_generators_statistics(bench):
   root, kb, system = bench
   truth = hallucination.GroundTruth.load(root)
-  row = scenekb_tables.run_row(system, kb, kb.questions, "symbolic", truth, batch=5)
+  row = scenekb_rows.run_row(system, kb, kb.questions, "symbolic", truth, batch=5)
   stats = json.loads((root / "statistics.json").read_text())["shortcuts"]["test"]
   assert row["metrics"]["mc_accuracy"] == pytest.approx(stats["overall"]["lookup"], abs=0.051)
   assert row["metrics"]["questions"] == stats["overall"]["questions"]
@@ -131,4 +130,4 @@ def test_symbolic_row_reproduces_the_generators_statistics(bench):
     assert 0.0 <= r["mc_expected"] <= 1.0
   v2 = scenekb.load("test")  # the embedded v1 copy has no structured queries
   with pytest.raises(ValueError, match="version=3"):
-    scenekb_tables.run_row(system, v2, v2.questions[:1], "symbolic", truth, batch=1)
+    scenekb_rows.run_row(system, v2, v2.questions[:1], "symbolic", truth, batch=1)

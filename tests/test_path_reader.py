@@ -103,7 +103,7 @@ def test_oracle_answers_every_fixture_question_and_lexicon_its_train_set(name, m
 
 
 def test_tables_on_the_fixtures():
-  from benchmarks import pathqa_tables
+  from graphloom_jax.evaluation import intervals, pathqa_tables
   ds = pathquestion.load("PQ-3H", root=DATA / "pathquestion")
   got = pathqa_tables.evaluate(ds, resamples=200)
   for protocol, entry in got["protocols"].items():
@@ -117,5 +117,5 @@ def test_tables_on_the_fixtures():
         assert r["questions"] == len(questions)
   text = pathqa_tables.report({"PQ-3H": got})
   assert "| PQ-3H |" in text and "QAGCN 90.6" in text
-  lo, hi = pathqa_tables.hits_interval(__import__("numpy").array([0.0, 100.0] * 50), 500)
+  lo, hi = intervals.bootstrap_interval(__import__("numpy").array([0.0, 100.0] * 50), 500)
   assert lo < 50.0 < hi

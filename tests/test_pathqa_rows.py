@@ -1,4 +1,4 @@
-"""benchmarks/pathqa_rows on the PathQuestion / WorldCup2014 fixtures with the tiny config
+"""evaluation.pathqa_rows (the rows of benchmarks/pathqa_rows) on the PathQuestion / WorldCup2014 fixtures with the tiny config
 (random decoder and heads, hashed embeddings): every row type answers every question, each
 control changes what the memory reads as it says, scores follow answers.hits_at_1, and the
 report pairs rows on their questions."""
@@ -9,7 +9,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from benchmarks import pathqa_rows
+from graphloom_jax.evaluation import pathqa_rows
 from graphloom_jax.configs import tiny
 from graphloom_jax.data import pathquestion, wc2014
 from graphloom_jax.evaluation import answers

@@ -1,17 +1,14 @@
-"""benchmarks.scenekb_tables on a small drawn SceneKB v2 with the tiny config: rows, their
+"""evaluation.scenekb_rows (the SceneKB tables' rows) on a small drawn SceneKB v2 with the tiny config: rows, their
 metrics against hand-computed values from the records, and the report."""
 
 import json
-import pathlib
-import re
 
 import numpy as np
 import pytest
 
-from benchmarks import scenekb_report, scenekb_tables
 from graphloom_jax.configs import tiny
 from graphloom_jax.data import build_benchmark, scenekb
-from graphloom_jax.evaluation import hallucination
+from graphloom_jax.evaluation import hallucination, scenekb_report, scenekb_rows
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.pipeline import GraphLoom, graphloom
 
@@ -35,7 +32,7 @@ def test_rows_metrics_and_report(bench, tmp_path):
   kb = scenekb.load("test", root=root)
   truth = hallucination.GroundTruth.load(root)
   questions = scenekb.round_robin(kb.questions, 6)
-  r = scenekb_tables.run_row(system, kb, questions, "graphloom", truth, batch=3, log=lambda s: 0)
+  r = scenekb_rows.run_row(system, kb, questions, "graphloom", truth, batch=3, log=lambda s: 0)
   recs, m = r["records"], r["metrics"]
   assert m["questions"] == len(recs) == 6
   assert m["mc_accuracy"] == pytest.approx(
@@ -56,18 +53,18 @@ def test_rows_metrics_and_report(bench, tmp_path):
   out = tmp_path / "results"
   rows_dir = out / "rows" / "test-6" / "seed0"
   rows_dir.mkdir(parents=True)
-  config = scenekb_tables._configured(cfg, {"eval.tau_ent": scenekb_tables.Scale(0.8),
+  config = scenekb_rows.configured(cfg, {"eval.tau_ent": scenekb_rows.Scale(0.8),
                                             "ablation.router": "uniform"})
   assert config.eval.tau_ent == pytest.approx(0.8 * cfg.eval.tau_ent)
   assert cfg.eval.tau_ent == tiny.get_config().eval.tau_ent  # the base config is not changed
   uniform = GraphLoom(config, system.decoder, system.embedder, system.heads,
                       kb_sources=system.kb_sources)
-  u = scenekb_tables.run_row(uniform, kb, questions[:3], "graphloom", truth, batch=3,
+  u = scenekb_rows.run_row(uniform, kb, questions[:3], "graphloom", truth, batch=3,
                              log=lambda s: 0)
   for name, row in (("graphloom", r), ("-router", u), ("eval.tau_ent x0.8", r)):
     row = dict(row, name=name, seed=0, group="x", mode="graphloom")
     (rows_dir / f"{name}.json").write_text(json.dumps(row))
-  path = scenekb_report.write(out, [], scenekb_tables.GROUPS)
+  path = scenekb_report.write(out, [], scenekb_rows.GROUPS)
   text = path.read_text()
   assert "| graphloom | 1 |" in text and "| -router | 1 |" in text
   summary = json.loads((out / "results.json").read_text())
@@ -77,11 +74,11 @@ def test_rows_metrics_and_report(bench, tmp_path):
 
 
 def test_rows_resolve_and_unknown_rows_fail():
-  names = [n for _, n, *_ in scenekb_tables._rows(["main", "-prefix"])]
+  names = [n for _, n, *_ in scenekb_rows.select_rows(["main", "-prefix"])]
   assert names == ["symbolic", "no_retrieval", "flat_rag", "graphloom", "-prefix"]
-  assert len(scenekb_tables._rows(["sensitivity"])) == 8
+  assert len(scenekb_rows.select_rows(["sensitivity"])) == 8
   with pytest.raises(ValueError, match="unknown row"):
-    scenekb_tables._rows(["-everything"])
+    scenekb_rows.select_rows(["-everything"])
 
 
 def test_seed_aggregate_is_mean_and_sample_std():
@@ -99,33 +96,17 @@ def test_seed_aggregate_is_mean_and_sample_std():
       f"{np.std([24.7, 36.0, 20.7], ddof=1):.1f}"
 
 
-def test_calibration_rows_import_no_flags():
-  """The calibration rows import `gate_stats` from the v1 SceneKB benchmark script; neither
-  module defines absl flags on import, so the tables' command line cannot collide with it."""
+def test_the_rows_define_no_flags():
+  """The rows and the report are library modules: importing them defines no absl flags, so
+  the tables' command line (benchmarks/scenekb_tables.py) cannot collide with another's."""
   import importlib
 
   from absl import flags
-
-  # Its first import may load libraries that define their own flags (orbax, grain); running
-  # the module's body again must define none.
-  from benchmarks import graphloom_scenekb
   before = set(flags.FLAGS)
-  importlib.reload(graphloom_scenekb)
+  for module in (scenekb_rows, scenekb_report):
+    importlib.reload(module)
   assert set(flags.FLAGS) == before
-  # Another test in this worker may have imported a launcher that defines flags of the same
-  # names (--config): set them aside while the tables' flags are defined, then put them back.
-  names = set(re.findall(r'DEFINE_\w+\("(\w+)"', pathlib.Path(scenekb_tables.__file__).read_text()))
-  taken = {n: flags.FLAGS[n] for n in names if n in flags.FLAGS}
-  for n in taken:
-    delattr(flags.FLAGS, n)
-  scenekb_tables._define_flags()
-  try:
-    assert callable(importlib.reload(graphloom_scenekb).gate_stats)
-  finally:
-    for name in set(flags.FLAGS) - (before - set(taken)):
-      delattr(flags.FLAGS, name)
-    for n, flag in taken.items():
-      flags.FLAGS[n] = flag
+  assert callable(scenekb_rows.gate_stats)
 
 
 def _row(name, seed, mc, em, qids=None):
@@ -170,29 +151,27 @@ def test_paired_difference_against_scipy_bootstrap():
 def test_finished_row_must_match_the_seeds_heads(tmp_path):
   """Seed N is the N-th --heads folder: a finished row made from other heads is not reused; a
   byte-identical copy of its heads is the same seed."""
-  from absl import app
   for name, data in (("s0", b"heads zero"), ("copy", b"heads zero"), ("s1", b"heads one")):
     (tmp_path / name).mkdir()
     (tmp_path / name / "heads.safetensors").write_bytes(data)
   path = tmp_path / "-router.json"
   path.write_text(json.dumps({"heads": str(tmp_path / "s0")}))
-  scenekb_tables._check_done(path, str(tmp_path / "s0"))
-  scenekb_tables._check_done(path, str(tmp_path / "copy"))
-  scenekb_tables._check_done(path, None)  # text rows read no heads
-  with pytest.raises(app.UsageError, match="was run with heads"):
-    scenekb_tables._check_done(path, str(tmp_path / "s1"))
+  scenekb_rows.check_done(path, str(tmp_path / "s0"))
+  scenekb_rows.check_done(path, str(tmp_path / "copy"))
+  scenekb_rows.check_done(path, None)  # text rows read no heads
+  with pytest.raises(ValueError, match="was run with heads"):
+    scenekb_rows.check_done(path, str(tmp_path / "s1"))
   path.write_text(json.dumps({"heads": str(tmp_path / "gone")}))
-  scenekb_tables._check_done(path, str(tmp_path / "s1"))  # nothing to compare with: kept
+  scenekb_rows.check_done(path, str(tmp_path / "s1"))  # nothing to compare with: kept
 
 
 def test_row_seeds_are_heads_indices():
   """Seed N reads the N-th --heads folder in every group; text rows run once, as seed 0;
   --seeds keeps some of them, and an index outside --heads is an error."""
-  from absl import app
   heads = ["a", "b", "c"]
-  assert scenekb_tables.row_seeds("graphloom", heads) == [(0, "a"), (1, "b"), (2, "c")]
-  assert scenekb_tables.row_seeds("routed_text", heads, [2, 1]) == [(1, "b"), (2, "c")]
-  assert scenekb_tables.row_seeds("flat_rag", heads) == [(0, None)]
-  assert scenekb_tables.row_seeds("no_retrieval", heads, [1]) == []
-  with pytest.raises(app.UsageError, match="indices into --heads"):
-    scenekb_tables.row_seeds("graphloom", heads, [3])
+  assert scenekb_rows.row_seeds("graphloom", heads) == [(0, "a"), (1, "b"), (2, "c")]
+  assert scenekb_rows.row_seeds("routed_text", heads, [2, 1]) == [(1, "b"), (2, "c")]
+  assert scenekb_rows.row_seeds("flat_rag", heads) == [(0, None)]
+  assert scenekb_rows.row_seeds("no_retrieval", heads, [1]) == []
+  with pytest.raises(ValueError, match="indices into --heads"):
+    scenekb_rows.row_seeds("graphloom", heads, [3])

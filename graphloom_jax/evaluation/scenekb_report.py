@@ -1,6 +1,6 @@
-"""The SceneKB tables report from the rows `benchmarks.scenekb_tables` wrote: results.json,
+"""The SceneKB tables report from the finished rows (evaluation/scenekb_rows.py): results.json,
 report.md and PNG plots (main table, ablation bars, reliability diagrams, sensitivity curves,
-learning curves). Called by `python -m benchmarks.scenekb_tables --report`."""
+learning curves). `python -m benchmarks.scenekb_tables --report` writes it."""
 
 from __future__ import annotations
 
@@ -8,11 +8,17 @@ import json
 import pathlib
 import statistics
 
-import matplotlib
 import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from graphloom_jax.evaluation import intervals
+
+def _pyplot():
+  """pyplot on the file-only Agg backend (the report writes PNGs, it shows nothing)."""
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  return plt
+
 
 COLUMNS = (("mc_accuracy", "MC acc"), ("em", "EM"), ("f1", "F1"), ("h_rate", "H-Rate"),
            ("falsity", "falsity"), ("abstention", "abstain"), ("recall5", "R@5"),
@@ -78,9 +84,8 @@ def paired_difference(rows: list[dict], name: str, metric: str, reference: str =
     diffs.append([got[x["qid"]] - _correct(x, metric) for x in ref["records"]
                   if x["qid"] in common])
   d = np.mean(np.asarray(diffs, np.float64), axis=0)
-  idx = np.random.default_rng(seed).integers(0, len(d), size=(resamples, len(d)))
-  lo, hi = np.percentile(d[idx].mean(axis=1), [2.5, 97.5])
-  return dict(delta=float(d.mean()), lo=float(lo), hi=float(hi), seeds=len(pairs),
+  lo, hi = intervals.bootstrap_interval(d, resamples, seed)
+  return dict(delta=float(d.mean()), lo=lo, hi=hi, seeds=len(pairs),
               questions=len(d))
 
 
@@ -116,6 +121,7 @@ def _table(aggs: dict[str, dict], paired: bool = False) -> list[str]:
 
 def _bars(path, aggs: dict[str, dict], names, reference="graphloom"):
   """The rows' paired differences from the reference (all seeds both ran), 95% CI whiskers."""
+  plt = _pyplot()
   got = [(n, aggs[n]["paired"]) for n in names
          if n in aggs and aggs[n].get("paired", {}).get("mc_accuracy") is not None]
   if not got:
@@ -145,6 +151,7 @@ def _bars(path, aggs: dict[str, dict], names, reference="graphloom"):
 
 
 def _reliability(path, cal):
+  plt = _pyplot()
   if not cal:
     return None
   # Above: utility against gate per bin; below: how many slots each bin holds.
@@ -170,6 +177,7 @@ def _reliability(path, cal):
 
 
 def _sensitivity(path, rows):
+  plt = _pyplot()
   ref = _agg([r for r in rows if r["seed"] == 0], "graphloom")
   if ref is None:
     return None
@@ -210,6 +218,7 @@ def _sensitivity(path, rows):
 
 
 def _learning(path, workdirs):
+  plt = _pyplot()
   curves = []
   for w in workdirs:
     log = w / "metrics.jsonl"
