@@ -10,7 +10,7 @@ and MMQA_tables (.jsonl or .jsonl.gz) are available. The default model is
 with --config the decoder is the config's and --heads a folder or "random".
 
 Instance graph of a question (one per question: MMQA's candidate documents are per question),
-from the documents of the folder the question lists (`question_triples`):
+from the documents of the folder the question lists (`data.mmqa.question_triples`):
   images   "image k depicts TITLE" for the k-th candidate image: its Wikipedia title from
            MMQA_images (the pixels are not part of the release files)
   texts    "TITLE says SENTENCE" for the first `--text_sentences` sentences of each candidate
@@ -31,21 +31,11 @@ answers the verifier supports, and EM / F1 per question family; results go to --
 batches finish.
 """
 
-import collections
-import hashlib
-import json
-import os
-import pathlib
-import re
-import time
 
-import numpy as np
 from absl import app, flags
 from ml_collections import config_flags
 
-from graphloom_jax.data import mmqa
-from graphloom_jax.evaluation import answers
-from graphloom_jax.graph.triples import Provenance, Triple
+from graphloom_jax.evaluation import mmqa_rows
 from graphloom_jax.pipeline import MODES
 
 
@@ -69,165 +59,13 @@ def _define_flags():
   flags.DEFINE_alias("out", "output")
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-
-
-def _clean(text: str) -> str:
-  return " ".join(str(text).split())
-
-
-def question_triples(q: mmqa.Question, data: mmqa.MMQA, text_sentences: int = 8,
-                     table_rows: int = 30) -> list[Triple]:
-  """The triples of q's candidate documents that `data` holds (see the module docstring)."""
-  out = []
-  for k, doc in enumerate(q.image_doc_ids):
-    image = data.images.get(doc)
-    if image is not None and _clean(image.title):
-      out.append(Triple(f"image {k + 1}", "depicts", _clean(image.title), source="scene",
-                        provenance=Provenance(instance=q.qid, ref=f"MMQA_images:{doc}")))
-  for doc in q.text_doc_ids:
-    text = data.texts.get(doc)
-    if text is None or not _clean(text.title):
-      continue
-    sentences = [s for s in (_clean(x) for x in _SENTENCE_END.split(text.text)) if s]
-    for s in sentences[:text_sentences]:
-      out.append(Triple(_clean(text.title), "says", s, source="text",
-                        provenance=Provenance(instance=q.qid, ref=f"MMQA_texts:{doc}")))
-  table = data.tables.get(q.table_id) if q.table_id else None
-  if table is not None:
-    title = _clean(table.title) or "the table"
-    if _clean(table.name):
-      out.append(Triple(title, "has table", _clean(table.name), source="table",
-                        provenance=Provenance(instance=q.qid, ref=f"MMQA_tables:{table.id}")))
-    key = _key_column(table)
-    for r, row in enumerate(table.rows[:table_rows]):
-      subject = _clean(row[key]) if key < len(row) else ""
-      subject = subject or f"row {r + 1} of {title}"
-      for c, cell in enumerate(row):
-        cell = _clean(cell)
-        if c == key or not cell or c >= len(table.header) or not _clean(table.header[c]):
-          continue
-        out.append(Triple(subject, _clean(table.header[c]), cell, source="table",
-                          provenance=Provenance(instance=q.qid,
-                                                ref=f"MMQA_tables:{table.id}:{r},{c}")))
-  return out
-
-
-def _key_column(table: mmqa.TableDoc) -> int:
-  for c, col in enumerate(table.raw.get("table", {}).get("header", [])):
-    if isinstance(col, dict) and col.get("metadata", {}).get("is_key_column"):
-      return c
-  return 0
-
-
-def sample(questions, n: int) -> list:
-  return sorted(questions, key=lambda q: hashlib.sha1(q.qid.encode()).hexdigest())[:n]
-
-
-def availability(data: mmqa.MMQA, folder) -> dict:
-  """What the folder holds offline, and what MMQA has that is not here."""
-  have = {name: len(getattr(data, name)) for name in ("images", "texts", "tables")}
-  missing = [f"MMQA_{name}" for name, n in have.items() if n == 0]
-  missing.append("image pixels (MMQA_images lists file names; the images are not in the "
-                 "release's JSONL files)")
-  if mmqa.find_file(folder, "MMQA_train") is None:
-    missing.append("MMQA_train")
-  return {"documents": have, "not_available": missing}
-
-
-def build_system(config, heads):
-  from graphloom_jax.evaluation import sharded
-  from graphloom_jax.pipeline import GraphLoom
-  if config is None:
-    return GraphLoom.from_pretrained("embedded"), "embedded (SmolLM2-135M-Instruct + shipped heads)"
-  return (sharded.build_system(config, heads, "graphloom" if heads else "no_retrieval"),
-          f"{config.model.weights} decoder, heads {heads}")
-
-
-def _scores(texts, golds) -> dict:
-  m = answers.mean_answer_metrics(texts, golds)
-  return {"em": m["em"], "f1": m["f1"], "count": m["count"]}
-
-
-def run(folder, num_questions: int, config=None, heads=None, modes=MODES, batch_size: int = 8,
-        text_sentences: int = 8, table_rows: int = 30, out=None, log=print) -> dict:
-  """The benchmark (see the module docstring); returns (and writes to `out`) the results."""
-  if not folder:
-    raise ValueError("--mmqa_dir is required: the folder with the official MMQA_dev.jsonl(.gz) "
-                     "and MMQA_images.jsonl(.gz) (texts and tables when available)")
-  folder = pathlib.Path(folder)
-  if not folder.is_dir():
-    raise ValueError(f"--mmqa_dir={folder}: not a folder")
-  for mode in modes:
-    if mode not in MODES:
-      raise ValueError(f"mode {mode!r}; expected some of {MODES}")
-  t0 = time.time()
-  data = mmqa.MMQA.load(folder, "dev")
-  triples = {q.qid: question_triples(q, data, text_sentences, table_rows)
-             for q in data.questions}
-  with_docs = [q for q in data.questions if triples[q.qid]]
-  questions = sample(with_docs, num_questions)
-  system, model = build_system(config, heads)
-  log(f"MMQA dev: {len(data.questions)} questions, {len(with_docs)} with offline documents; "
-      f"{len(questions)} sampled; model {model}; loaded in {time.time() - t0:.0f}s")
-  result = {"mmqa_dir": str(folder), "model": model,
-            "dev_questions": len(data.questions),
-            "questions_without_offline_documents": len(data.questions) - len(with_docs),
-            "num_questions": len(questions), **availability(data, folder),
-            "triples_per_question": float(np.mean([len(triples[q.qid]) for q in questions])),
-            "triple_sources": dict(collections.Counter(
-                t.source for q in questions for t in triples[q.qid])),
-            "families": dict(collections.Counter(q.family for q in questions)),  # sampled
-            "modes": {m: {"texts": [], "supported": [], "seconds": 0.0} for m in modes}}
-
-  def summary():
-    golds = [q.answer_texts for q in questions]
-    for mode, r in result["modes"].items():
-      n = len(r["texts"])
-      if n == 0:
-        continue
-      r.update(_scores(r["texts"], golds[:n]))
-      r["supported_share"] = 100 * float(np.mean(r["supported"]))
-      by = collections.defaultdict(list)
-      for q, text in zip(questions, r["texts"]):
-        by[q.family].append((text, q.answer_texts))
-      r["by_family"] = {f: _scores(*zip(*pairs)) for f, pairs in sorted(by.items())}
-    result["answered"] = min(len(r["texts"]) for r in result["modes"].values())
-    result["load_average"] = os.getloadavg()
-    result["seconds"] = time.time() - t0
-    if out is not None:
-      path = pathlib.Path(out)
-      path.parent.mkdir(parents=True, exist_ok=True)
-      path.write_text(json.dumps(result, indent=1))
-
-  graphs = {}
-  for s in range(0, len(questions), batch_size):
-    qs = questions[s:s + batch_size]
-    for q in qs:
-      graphs[q.qid] = system.instance_graph(triples[q.qid], instance_id=q.qid)
-    for mode in modes:
-      t1 = time.time()
-      got = system.answer_batch([q.question for q in qs], [graphs[q.qid] for q in qs],
-                                mode=mode)
-      r = result["modes"][mode]
-      r["seconds"] += time.time() - t1
-      r["texts"] += [a.text for a in got]
-      r["supported"] += [bool(a.supported) for a in got]
-    summary()
-    log(f"{s + len(qs)}/{len(questions)} questions, {time.time() - t0:.0f}s, load "
-        f"{os.getloadavg()[0]:.1f}: " + ", ".join(
-            f"{m} EM {r['em']:.1f} F1 {r['f1']:.1f}" for m, r in result["modes"].items()))
-  summary()
-  return result
-
-
 def main(argv):
   del argv
   config = _CONFIG.value
   if config is None and _HEADS.value:
     raise app.UsageError("--heads needs --config (the default model has its shipped heads)")
   try:
-    result = run(_MMQA_DIR.value, _NUM.value, config=config, heads=_HEADS.value,
+    result = mmqa_rows.run(_MMQA_DIR.value, _NUM.value, config=config, heads=_HEADS.value,
                  modes=_MODES.value, batch_size=_BATCH.value, text_sentences=_SENTENCES.value,
                  table_rows=_ROWS.value, out=_OUT.value)
   except (ValueError, FileNotFoundError) as e:

@@ -79,7 +79,8 @@ def main(argv):
       continue
     start = time.time()
     if row in pathqa_rows.READER_ROWS:
-      records = pathqa_rows.reader_row(ds, questions, pathqa_rows.READER_ROWS[row], _PROTOCOL.value)
+      records = pathqa_rows.reader_row(ds, questions, pathqa_rows.READER_ROWS[row],
+                                       _PROTOCOL.value)
     else:
       if system is None:
         adapters = dict(a.split("=", 1) for a in _ADAPTERS.value)

@@ -19,7 +19,6 @@ claims the verifier supports, the corrective actions taken and the median second
 import collections
 import json
 import pathlib
-import re
 import time
 
 import numpy as np
@@ -163,24 +162,6 @@ def check_flags(config):
     raise app.UsageError(f"--triples_file={FLAGS.triples_file}: {e}") from None
 
 
-def write_explanations(answers, names, directory) -> int:
-  """Per answer, under `directory`: <name>.graphml (`graph.export.answer_graph`),
-  <name>_subgraph.png and <name>_gates.png; a name is reduced to [A-Za-z0-9._-] (duplicates get
-  "_<index>"). Returns how many answers were written."""
-  directory = pathlib.Path(directory)
-  used = set()
-  for i, (answer, name) in enumerate(zip(answers, names, strict=True)):
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", str(name)).strip("._") or str(i)
-    if stem in used:
-      stem = f"{stem}_{i}"
-    used.add(stem)
-    graph = export.answer_graph(answer)
-    export.write_graphml(graph, directory / f"{stem}.graphml")
-    export.draw_subgraph(graph, directory / f"{stem}_subgraph.png")
-    export.draw_gates(answer, directory / f"{stem}_gates.png")
-  return len(answers)
-
-
 def answer_own(system, triples):
   answer = system.answer(FLAGS.question, triples, options=FLAGS.options, mode=FLAGS.mode)
   print(FLAGS.question)
@@ -232,7 +213,7 @@ def main(argv):
                              "".join(json.dumps(a.to_json()) + "\n" for a in answers))
     logging.info("wrote %d answers to %s", len(answers), FLAGS.output)
   if FLAGS.explain_dir:
-    n = write_explanations(answers, names, FLAGS.explain_dir)
+    n = export.write_explanations(answers, names, FLAGS.explain_dir)
     logging.info("wrote the subgraphs and gates of %d answers to %s", n, FLAGS.explain_dir)
 
 

@@ -32,27 +32,13 @@ from collections.abc import Callable
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from graphloom_jax.configs import resolve_path
+
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[1]
-CONFIGS_DIR = PROJECT_ROOT / "configs"
 # Model "paths" that name no file.
 WEIGHT_NAMES = ("embedded", "random")
 # Flags defined by DEFINE_config_file: their paths are resolved before absl parses them.
 _CONFIG_FLAGS: set[str] = set()
-
-
-def resolve_config_path(path: str) -> str:
-  """`path` (optionally "file.py:arguments") with its file part made absolute: as given when it
-  exists from the current directory, else under the project root, else under configs/."""
-  file, sep, rest = str(path).partition(":")
-  if not file:
-    raise ValueError("empty config path")
-  p = pathlib.Path(file).expanduser()
-  candidates = [p] if p.is_absolute() else [p, PROJECT_ROOT / p, CONFIGS_DIR / p]
-  for c in candidates:
-    if c.is_file():
-      return str(c.resolve()) + sep + rest
-  looked = ", ".join(str(c) for c in candidates)
-  raise ValueError(f"no config file {file!r} (looked for {looked})")
 
 
 def _calling_module() -> str:
@@ -62,11 +48,11 @@ def _calling_module() -> str:
 
 
 def DEFINE_config_file(name: str, default: str, help_string: str):  # noqa: N802 (absl style)
-  """`config_flags.DEFINE_config_file`, its path resolved by `resolve_config_path` (by `run`,
+  """`config_flags.DEFINE_config_file`, its path resolved by `resolve_path` (by `run`,
   before parsing) and the flag listed in the calling launcher's `--help`."""
   _CONFIG_FLAGS.add(name)
   try:
-    holder = config_flags.DEFINE_config_file(name, resolve_config_path(default), help_string)
+    holder = config_flags.DEFINE_config_file(name, resolve_path(default), help_string)
   except (AttributeError, KeyError, TypeError, ValueError) as e:
     # ml_collections applies --NAME.a.b overrides of the default file here, at definition
     exit_with_error(_override_error(sys.argv, e))
@@ -88,7 +74,7 @@ def exit_with_error(message: str, exitcode: int = 1):
 
 
 def _resolve_config_args(argv: list[str]) -> list[str]:
-  """argv with the value of every config-file flag made absolute (`resolve_config_path`)."""
+  """argv with the value of every config-file flag made absolute (`resolve_path`)."""
   out = list(argv)
   i = 1
   while i < len(out) and out[i] != "--":
@@ -97,12 +83,12 @@ def _resolve_config_args(argv: list[str]) -> list[str]:
         if out[i].startswith(prefix):
           value = out[i][len(prefix):]
           try:
-            out[i] = prefix + resolve_config_path(value)
+            out[i] = prefix + resolve_path(value)
           except ValueError as e:
             exit_with_error(f"--{name}={value}: {e}")
       if out[i] in (f"--{name}", f"-{name}") and i + 1 < len(out):
         try:
-          out[i + 1] = resolve_config_path(out[i + 1])
+          out[i + 1] = resolve_path(out[i + 1])
         except ValueError as e:
           exit_with_error(f"--{name}={out[i + 1]}: {e}")
     i += 1

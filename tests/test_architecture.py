@@ -68,3 +68,20 @@ def test_the_graph_sees_function_level_imports():
   g, _ = _graph()
   assert g.has_edge("graphloom_jax.pipeline.graphloom", "graphloom_jax.pipeline.decode")
   assert g.has_edge("graphloom_jax.data.beam_graphs", "graphloom_jax.data.scenekb")
+
+
+def test_tests_import_no_launcher_or_benchmark():
+  """Tests exercise the library: a launcher or benchmark script is run (as a program), never
+  imported, so the code a test checks lives in graphloom_jax."""
+  found = []
+  for path in sorted((ROOT / "tests").glob("*.py")):
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+      names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+               [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+      found += [f"{path.name}:{node.lineno} imports {n}" for n in names
+                if n.split(".")[0] in ("launch", "benchmarks")
+                or n.startswith("graphloom_jax.launch")]
+      if isinstance(node, ast.ImportFrom) and node.module == "graphloom_jax":
+        found += [f"{path.name}:{node.lineno} imports graphloom_jax.launch"
+                  for a in node.names if a.name == "launch"]
+  assert not found, found

@@ -7,7 +7,6 @@ import os
 import pathlib
 import subprocess
 import sys
-import textwrap
 
 import networkx as nx
 import numpy as np
@@ -183,34 +182,19 @@ def test_bad_input_is_a_clear_error(tmp_path):
   assert target.read_bytes() == before
 
 
-def test_answer_launcher_writes_explanations(tmp_path):
-  """launch.answer's --explain_dir files, from a hand-made Answer (in a subprocess: the launcher
-  defines its flags at import time), and the flag's check before any model loads."""
-  code = textwrap.dedent(f"""
-      import importlib
-      import sys
-      from absl import app
-      launcher = importlib.import_module("launch.answer")
-      sys.path.insert(0, {str(ROOT / "tests")!r})
-      from test_export import _answer
-      from graphloom_jax.configs import tiny
-      out = {str(tmp_path / "explain")!r}
-      n = launcher.write_explanations([_answer(), _answer(evidence=(), mode="flat_rag"),
-                                       _answer()], ["q/1", "2", "q/1"], out)
-      print("written", n)
-      (launcher.FLAGS)(["answer", "--explain_dir=" + {str(tmp_path / "a_file")!r}])
-      try:
-        launcher.check_flags(tiny.get_config())
-      except app.UsageError as e:
-        print("usage:", e)
-      """)
+def test_explanations_and_the_answer_launchers_flag_check(tmp_path):
+  """export.write_explanations (launch.answer --explain_dir) writes each answer's files, and
+  the launcher checks the flag before any model loads (run as a program)."""
+  n = export.write_explanations([_answer(), _answer(evidence=(), mode="flat_rag"), _answer()],
+                                ["q/1", "2", "q/1"], tmp_path / "explain")
+  assert n == 3
   (tmp_path / "a_file").write_text("x")
   env = dict(os.environ, JAX_PLATFORMS="cpu")
-  proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
-                        text=True, timeout=300)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  assert "written 3" in proc.stdout
-  assert f"usage: --explain_dir={tmp_path / 'a_file'}: is a file, not a folder" in proc.stdout
+  proc = subprocess.run([sys.executable, "-m", "launch.answer", "--config=configs/tiny.py",
+                         f"--explain_dir={tmp_path / 'a_file'}"], cwd=ROOT, env=env,
+                        capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 1, proc.stderr[-3000:]
+  assert f"--explain_dir={tmp_path / 'a_file'}: is a file, not a folder" in proc.stderr
   names = sorted(p.name for p in (tmp_path / "explain").iterdir())
   assert names == sorted(f"{stem}{suffix}" for stem in ("q_1", "2", "q_1_2")
                          for suffix in (".graphml", "_subgraph.png", "_gates.png"))

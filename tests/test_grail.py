@@ -461,12 +461,12 @@ def test_examples_hold_covered_evidence_as_hard_negatives(embedded_set):
 
 @needs_minilm
 def test_launcher_smoke_run_matches_recomputation(trained, embedded_set):
-  from graphloom_jax.launch import evaluate_retrieval
+  from graphloom_jax.evaluation import grail_eval
   c, root, _, _, _ = trained
   out = root / "eval"
   grail_dir = str(root / "train" / "grail")
-  evaluate_retrieval.run(c, "evidence_completion", "embedded", out, grail_dir=grail_dir,
-                         latency_queries=3, log=lambda *_: None)
+  grail_eval.run(c, "evidence_completion", "embedded", out, grail_dir=grail_dir,
+                 latency_queries=3)
   res = json.loads((out / "evidence_completion_embedded.json").read_text())
   assert (out / "evidence_completion_embedded.png").stat().st_size > 0
   es, emb = _small_set(c, embedded_set)
@@ -503,8 +503,8 @@ def test_launcher_smoke_run_matches_recomputation(trained, embedded_set):
                  for qi in per_q if families[qi] == f]) for f in fam]))
   assert set(res["latency"]) == set(res["methods"])
 
-  evaluate_retrieval.run(c, "sequential_pool", "embedded", out, grail_dir=grail_dir,
-                         budgets=(4,), max_slices=2, latency_queries=3, log=lambda *_: None)
+  grail_eval.run(c, "sequential_pool", "embedded", out, grail_dir=grail_dir,
+                 budgets=(4,), max_slices=2, latency_queries=3)
   seq = json.loads((out / "sequential_pool_embedded.json").read_text())
   assert (out / "sequential_pool_embedded.png").stat().st_size > 0
   test_q = [i for i in es.select(["test"]) if es.questions[i].gold]

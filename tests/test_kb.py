@@ -229,9 +229,9 @@ def test_enrich_with_wordnet_excerpt_and_conceptnet(wn):
                     reason="WordNet 3.0 database (Debian wordnet-base) not installed")
 def test_wordnet_resources_regenerate_byte_for_byte(tmp_path):
   import filecmp
-  from graphloom_jax.launch import build_wordnet_resources as b
-  b.build(SYSTEM_WORDNET, VOCAB, tmp_path / "res", tmp_path / "tests",
-          "/usr/share/doc/wordnet-base/copyright")
+  from graphloom_jax.graph import wordnet_excerpt
+  wordnet_excerpt.build(SYSTEM_WORDNET, VOCAB, tmp_path / "res", tmp_path / "tests",
+                        "/usr/share/doc/wordnet-base/copyright")
   committed = pathlib.Path(kb.__file__).parents[1] / "data" / "resources" / "wordnet"
   for mine, theirs in ((tmp_path / "res", committed), (tmp_path / "tests", WN_TEST)):
     names = sorted(p.name for p in theirs.iterdir())

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from graphloom_jax.launch import common
+from graphloom_jax import configs
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # What the launchers print (or write) once a model is loading or loaded.
@@ -129,18 +129,18 @@ def test_bad_flag_fails_before_any_model_load(outside, module, args, message):
 
 def test_configs_resolve_from_any_directory(outside, monkeypatch):
   monkeypatch.chdir(outside)
-  tiny = common.resolve_config_path("configs/tiny.py")
+  tiny = configs.resolve_path("configs/tiny.py")
   assert pathlib.Path(tiny) == ROOT / "configs" / "tiny.py"
-  assert common.resolve_config_path("tiny.py") == tiny
-  assert common.resolve_config_path("configs/tiny.py:arg") == tiny + ":arg"
+  assert configs.resolve_path("tiny.py") == tiny
+  assert configs.resolve_path("configs/tiny.py:arg") == tiny + ":arg"
   # a file of that name in the working directory wins
   (outside / "configs").mkdir()
   (outside / "configs" / "tiny.py").write_text("def get_config():\n  return None\n")
-  assert common.resolve_config_path("configs/tiny.py") == str(outside / "configs" / "tiny.py")
+  assert configs.resolve_path("configs/tiny.py") == str(outside / "configs" / "tiny.py")
   with pytest.raises(ValueError, match="no config file 'nope.py'"):
-    common.resolve_config_path("nope.py")
+    configs.resolve_path("nope.py")
   with pytest.raises(ValueError, match="empty config path"):
-    common.resolve_config_path("")
+    configs.resolve_path("")
 
 
 def test_default_config_is_used_from_another_directory(outside):
@@ -151,23 +151,3 @@ def test_default_config_is_used_from_another_directory(outside):
   assert "Flags parsing error" not in out
   rc, out = _run("launch.answer", ["--config=configs/tiny.py", "--num_examples=0"], outside)
   assert "--num_examples=0: must be >= 1" in out and "Flags parsing error" not in out
-
-
-def test_modules_the_tests_import_define_no_colliding_flags():
-  """pytest-xdist puts any two test files in one process, so every launcher or benchmark module
-  a test imports must be importable together with all the others: one that defines its flags at
-  import time may not reuse a name another defines (the failure is a DuplicateFlagError in
-  whichever test happens to import second)."""
-  import re
-  pattern = re.compile(r"^\s*from (graphloom_jax\.launch|benchmarks) import ([\w, ]+?)"
-                       r"(?: as \w+)?$", re.M)
-  modules = sorted({f"{package}.{name.strip()}"
-                    for path in (ROOT / "tests").glob("*.py")
-                    for package, names in pattern.findall(path.read_text())
-                    for name in names.split(",")})
-  assert "benchmarks.pathqa_rows" in modules and "graphloom_jax.launch.common" in modules
-  code = "import importlib\nfor m in %r:\n  importlib.import_module(m)\n" % (modules,)
-  env = dict(os.environ, JAX_PLATFORMS="cpu")
-  proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
-                        text=True, timeout=300)
-  assert proc.returncode == 0, proc.stderr[-2000:]

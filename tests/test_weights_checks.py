@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 import pytest
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import save_file
 
 from graphloom_jax.models import llama, weights
 

@@ -27,8 +27,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import pathlib
+import re
 
-from graphloom_jax.graph.triples import ReadReport, TripleFormatError, iter_jsonl
+from graphloom_jax.graph.triples import (Provenance, ReadReport, Triple, TripleFormatError,
+                                         iter_jsonl)
 
 
 class MMQAFormatError(TripleFormatError):
@@ -309,3 +311,66 @@ class MMQA:
         reports.append(rep)
       docs[name] = {d.id: d for d in items}
     return cls(questions, docs["texts"], docs["tables"], docs["images"], reports)
+
+
+# ------------------------------------------------------------------ instance graphs
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def _clean(text: str) -> str:
+  return " ".join(str(text).split())
+
+
+def question_triples(q: Question, data: MMQA, text_sentences: int = 8,
+                     table_rows: int = 30) -> list[Triple]:
+  """The instance graph of an MMQA question: triples from the candidate documents q lists that
+  `data` holds (one graph per question: MMQA's candidates are per question).
+
+    images  "image k depicts TITLE" for the k-th candidate image (its Wikipedia title; the
+            release's files hold no pixels)
+    texts   "TITLE says SENTENCE" for the first `text_sentences` sentences of each text
+    tables  "ROW KEY COLUMN CELL" for every cell of the first `table_rows` rows (the row key is
+            the key column's cell, else the first cell), and "TITLE has table NAME"
+
+  Nothing from the answers (text_instances, table indices, intermediate answers or answer
+  entities) enters a graph."""
+  out = []
+  for k, doc in enumerate(q.image_doc_ids):
+    image = data.images.get(doc)
+    if image is not None and _clean(image.title):
+      out.append(Triple(f"image {k + 1}", "depicts", _clean(image.title), source="scene",
+                        provenance=Provenance(instance=q.qid, ref=f"MMQA_images:{doc}")))
+  for doc in q.text_doc_ids:
+    text = data.texts.get(doc)
+    if text is None or not _clean(text.title):
+      continue
+    sentences = [s for s in (_clean(x) for x in _SENTENCE_END.split(text.text)) if s]
+    for s in sentences[:text_sentences]:
+      out.append(Triple(_clean(text.title), "says", s, source="text",
+                        provenance=Provenance(instance=q.qid, ref=f"MMQA_texts:{doc}")))
+  table = data.tables.get(q.table_id) if q.table_id else None
+  if table is not None:
+    title = _clean(table.title) or "the table"
+    if _clean(table.name):
+      out.append(Triple(title, "has table", _clean(table.name), source="table",
+                        provenance=Provenance(instance=q.qid, ref=f"MMQA_tables:{table.id}")))
+    key = _key_column(table)
+    for r, row in enumerate(table.rows[:table_rows]):
+      subject = _clean(row[key]) if key < len(row) else ""
+      subject = subject or f"row {r + 1} of {title}"
+      for c, cell in enumerate(row):
+        cell = _clean(cell)
+        if c == key or not cell or c >= len(table.header) or not _clean(table.header[c]):
+          continue
+        out.append(Triple(subject, _clean(table.header[c]), cell, source="table",
+                          provenance=Provenance(instance=q.qid,
+                                                ref=f"MMQA_tables:{table.id}:{r},{c}")))
+  return out
+
+
+def _key_column(table: TableDoc) -> int:
+  for c, col in enumerate(table.raw.get("table", {}).get("header", [])):
+    if isinstance(col, dict) and col.get("metadata", {}).get("is_key_column"):
+      return c
+  return 0

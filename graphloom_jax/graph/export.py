@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import math
 import pathlib
+import re
 import textwrap
 from typing import Any, Iterable, Mapping
 
@@ -449,3 +450,21 @@ def draw_gates(answer, path, *, title: str | None = None) -> pathlib.Path:
   ax.set_title(title if title is not None else head, fontsize=10, loc="left")
   fig.tight_layout()
   return _save(p, lambda tmp: fig.savefig(tmp, format="png"), "draw_gates")
+
+
+def write_explanations(answers, names, directory) -> int:
+  """Per answer, under `directory`: <name>.graphml (`answer_graph`),
+  <name>_subgraph.png and <name>_gates.png; a name is reduced to [A-Za-z0-9._-] (duplicates get
+  "_<index>"). Returns how many answers were written."""
+  directory = pathlib.Path(directory)
+  used = set()
+  for i, (answer, name) in enumerate(zip(answers, names, strict=True)):
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", str(name)).strip("._") or str(i)
+    if stem in used:
+      stem = f"{stem}_{i}"
+    used.add(stem)
+    graph = answer_graph(answer)
+    write_graphml(graph, directory / f"{stem}.graphml")
+    draw_subgraph(graph, directory / f"{stem}_subgraph.png")
+    draw_gates(answer, directory / f"{stem}_gates.png")
+  return len(answers)
