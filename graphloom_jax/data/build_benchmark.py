@@ -660,10 +660,8 @@ class QuestionMaker:
     return None
 
 
-def build(out=DEFAULT_OUT, vocab=DEFAULT_VOCAB, num_scenes: int | None = None,
-          seed: int | None = None, version: int = 1) -> dict:
-  """Writes SceneKB `version` under `out` (seed and scene count default to the version's);
-  returns counts[split][family]."""
+def _settings(version: int, seed: int | None, num_scenes: int | None, out: pathlib.Path):
+  """The version's settings with `seed` and `num_scenes` where given, checked."""
   if version not in VERSIONS:
     raise ValueError(f"build_benchmark: version={version!r}; expected one of {sorted(VERSIONS)}")
   settings = dataclasses.replace(VERSIONS[version],
@@ -673,15 +671,14 @@ def build(out=DEFAULT_OUT, vocab=DEFAULT_VOCAB, num_scenes: int | None = None,
   if settings.scenes < 20:
     raise ValueError(f"build_benchmark: {settings.scenes} scenes; at least 20 are needed for "
                      "three splits (14/3/3 of every 20 scenes)")
-  out = pathlib.Path(out)
   if version != 1 and out.resolve() == DEFAULT_OUT.resolve():
     raise ValueError(f"build_benchmark: {out} is the embedded copy, which stays SceneKB v1 (the "
                      "shipped heads are trained on it); write v2 to another folder")
-  seed, num_scenes = settings.seed, settings.scenes
-  namespace = NAME if version == 1 else f"{NAME}{version}:{seed}"
-  out.mkdir(parents=True, exist_ok=True)
-  vocab_data = json.loads(pathlib.Path(vocab).read_text(encoding="utf-8"))
-  objects, predicates = vocab_data["objects"], vocab_data["predicates"]
+  return settings
+
+
+def _knowledge_and_maker(version: int, settings, objects):
+  """The version's knowledge base view and question maker."""
   wordnet = WordNet.load(WORDNET_DIR, "n")
   if version >= 3:
     knowledge = SenseKnowledge(wordnet, objects,
@@ -691,14 +688,15 @@ def build(out=DEFAULT_OUT, vocab=DEFAULT_VOCAB, num_scenes: int | None = None,
   else:
     knowledge = (SenseKnowledge if settings.senses else Knowledge)(wordnet, objects)
     maker = QuestionMaker(knowledge, objects, SAME_PREDICATES if version != 1 else None)
-  counts = {s: collections.Counter() for s in SPLITS}
-  questions = {s: [] for s in SPLITS}
-  images, texts, used_classes = [], [], set()
-  scenes, forms = [], []
-  for i in range(num_scenes):
-    rng = random.Random(f"{seed}:{i}")
-    scene = Scene(i, rng, objects, predicates, settings, namespace)
-    scenes.append(scene)
+  return knowledge, maker
+
+
+def _draw_scenes(version: int, settings, namespace: str, objects, predicates, knowledge,
+                 maker) -> list:
+  """The scenes, with v3's label-confusion noise added and the maker shown them."""
+  seed = settings.seed
+  scenes = [Scene(i, random.Random(f"{seed}:{i}"), objects, predicates, settings, namespace)
+            for i in range(settings.scenes)]
   if version >= 3:
     co = scenekb_v3.Cooccurrence(scenes, scenekb_v3.categories(CATEGORIES))
     for scene in scenes:
@@ -706,78 +704,126 @@ def build(out=DEFAULT_OUT, vocab=DEFAULT_VOCAB, num_scenes: int | None = None,
       scenekb_v3.add_noise(scene, random.Random(f"{seed}:{scene.index}:noise"), co, objects,
                            predicates, lambda x: set(reading.hypernym_paths(x)))
     maker.observe(scenes)
-  for scene in scenes:
-    used_classes.update(o for o in scene.objects)
+  return scenes
+
+
+def _split_of(scene) -> str:
+  """14 / 3 / 3 of every 20 scenes to train / validation / test."""
+  k = scene.index % 20
+  return SPLITS[0] if k < 14 else SPLITS[1] if k < 17 else SPLITS[2]
+
+
+def _question_record(version: int, family: str, made: dict, rng, maker, scene, kb_doc: dict,
+                     distractor_images: list, namespace: str) -> dict:
+  """The MMQA-format record of one made question (its options drawn from `rng`)."""
+  answer = made.get("answer", made["answers"][0])
+  options, correct = maker._options(rng, answer,
+                                    made["answers"] + made.get("not_distractors", []),
+                                    made["pools"])
+  entities = {x for s, _, o in made["gold"] for x in (s, o)}
+  text_ids = [scene.description_id] + [kb_doc[c] for c in sorted(entities) if c in kb_doc]
+  support = [{"doc_id": scene.id, "doc_part": "image"}]
+  if family != "scene":
+    support += [{"doc_id": kb_doc[c], "doc_part": "text"}
+                for c in sorted(entities & set(scene.objects)) if c in kb_doc
+                and any(g[0] == c and g[1] in KB_RELATIONS for g in made["gold"])]
+  modalities = ["image"] if family == "scene" else ["text"] if family == "kb" \
+      else ["image", "text"]
+  return {
+      "qid": doc_id("question", scene.index, family, namespace=namespace),
+      "question": made["question"],
+      "answers": [_answer(a, made["modality"], scene.id) for a in made["answers"]],
+      "metadata": {"type": MMQA_TYPES[family], "family": family, "modalities": modalities,
+                   "image_doc_ids": [scene.id] + distractor_images,
+                   "text_doc_ids": text_ids, "table_id": None,
+                   "intermediate_answers": [[_answer(a, "image", scene.id)]
+                                            for a in made["intermediate"]]},
+      "supporting_context": support,
+      "options": options, "answer_index": correct,
+      "gold_triples": [list(g) for g in made["gold"]],
+      "instance_id": scene.id, **({"query": made["claims"]} if version >= 3 else {})}
+
+
+def _scene_docs(scene, split: str) -> tuple[dict, dict]:
+  """The scene's image record and its description's text record."""
+  text, spans = scene.description()
+  image = {"title": f"SceneKB scene {scene.index:04d}", "url": "", "id": scene.id,
+           "path": "", "split": split, "scene_graph": scene.scene_graph(),
+           "description_id": scene.description_id}
+  description = {"title": f"SceneKB scene {scene.index:04d} description", "url": "",
+                 "id": scene.description_id, "text": text,
+                 "spans": [[s, p, o, a, b] for (s, p, o), (a, b)
+                           in zip(scene.described(), spans)]}
+  return image, description
+
+
+def _write_jsonl(path: pathlib.Path, records) -> None:
+  with open(path, "w", encoding="utf-8") as f:
+    for r in records:
+      f.write(dumps(r) + "\n")
+
+
+def build(out=DEFAULT_OUT, vocab=DEFAULT_VOCAB, num_scenes: int | None = None,
+          seed: int | None = None, version: int = 1) -> dict:
+  """Writes SceneKB `version` under `out` (seed and scene count default to the version's);
+  returns counts[split][family]."""
+  out = pathlib.Path(out)
+  settings = _settings(version, seed, num_scenes, out)
+  seed = settings.seed
+  namespace = NAME if version == 1 else f"{NAME}{version}:{seed}"
+  out.mkdir(parents=True, exist_ok=True)
+  vocab_data = json.loads(pathlib.Path(vocab).read_text(encoding="utf-8"))
+  objects, predicates = vocab_data["objects"], vocab_data["predicates"]
+  knowledge, maker = _knowledge_and_maker(version, settings, objects)
+  scenes = _draw_scenes(version, settings, namespace, objects, predicates, knowledge, maker)
+  counts = {s: collections.Counter() for s in SPLITS}
+  questions = {s: [] for s in SPLITS}
+  images, texts, forms = [], [], []
+  used_classes = {o for scene in scenes for o in scene.objects}
   kb_doc = {c: doc_id("kb", c, namespace=namespace) for c in sorted(used_classes)}
   for scene in scenes:
     rng = random.Random(f"{seed}:{scene.index}:questions")
-    split = SPLITS[0] if scene.index % 20 < 14 else SPLITS[1] if scene.index % 20 < 17 \
-        else SPLITS[2]
-    text, spans = scene.description()
-    images.append({"title": f"SceneKB scene {scene.index:04d}", "url": "", "id": scene.id,
-                   "path": "", "split": split, "scene_graph": scene.scene_graph(),
-                   "description_id": scene.description_id})
-    texts.append({"title": f"SceneKB scene {scene.index:04d} description", "url": "",
-                  "id": scene.description_id, "text": text,
-                  "spans": [[s, p, o, a, b] for (s, p, o), (a, b)
-                            in zip(scene.described(), spans)]})
+    split = _split_of(scene)
+    image, description = _scene_docs(scene, split)
+    images.append(image)
+    texts.append(description)
     distractor_images = [doc_id("image", j, namespace=namespace) for j in
-                         rng.sample(range(num_scenes), 3) if j != scene.index][:2]
+                         rng.sample(range(settings.scenes), 3) if j != scene.index][:2]
     for family in FAMILIES:
       made = getattr(maker, f"{family}_q")(rng, scene)
       if made is None:
         continue
       if version >= 3:
         made = scenekb_v3.unnamed_pools(made)
-      answer = made.get("answer", made["answers"][0])
-      options, correct = maker._options(rng, answer,
-                                        made["answers"] + made.get("not_distractors", []),
-                                        made["pools"])
-      entities = {x for s, _, o in made["gold"] for x in (s, o)}
-      text_ids = [scene.description_id] + [kb_doc[c] for c in sorted(entities) if c in kb_doc]
-      support = [{"doc_id": scene.id, "doc_part": "image"}]
-      if family != "scene":
-        support += [{"doc_id": kb_doc[c], "doc_part": "text"}
-                    for c in sorted(entities & set(scene.objects)) if c in kb_doc
-                    and any(g[0] == c and g[1] in KB_RELATIONS for g in made["gold"])]
-      qid = doc_id("question", scene.index, family, namespace=namespace)
-      modalities = ["image"] if family == "scene" else ["text"] if family == "kb" \
-          else ["image", "text"]
-      questions[split].append({
-          "qid": qid, "question": made["question"],
-          "answers": [_answer(a, made["modality"], scene.id) for a in made["answers"]],
-          "metadata": {"type": MMQA_TYPES[family], "family": family, "modalities": modalities,
-                       "image_doc_ids": [scene.id] + distractor_images,
-                       "text_doc_ids": text_ids, "table_id": None,
-                       "intermediate_answers": [[_answer(a, "image", scene.id)]
-                                                for a in made["intermediate"]]},
-          "supporting_context": support,
-          "options": options, "answer_index": correct,
-          "gold_triples": [list(g) for g in made["gold"]],
-          "instance_id": scene.id, **({"query": made["claims"]} if version >= 3 else {})})
-      forms.append({"kind": "question", "qid": qid, "instance_id": scene.id, "family": family,
-                    "split": split, "question": made["question"], "claims": made["claims"]})
+      record = _question_record(version, family, made, rng, maker, scene, kb_doc,
+                                distractor_images, namespace)
+      questions[split].append(record)
+      forms.append({"kind": "question", "qid": record["qid"], "instance_id": scene.id,
+                    "family": family, "split": split, "question": made["question"],
+                    "claims": made["claims"]})
       counts[split][family] += 1
   kb_triples = knowledge.triples(used_classes)
   for c in sorted(used_classes):
     texts.append({"title": c, "url": "", "id": kb_doc[c],
                   "text": (_kb_text_v1 if version == 1 else _kb_text_v2)(knowledge, c)})
-
-  def write(name, records):
-    with open(out / name, "w", encoding="utf-8") as f:
-      for r in records:
-        f.write(dumps(r) + "\n")
-
   for split in SPLITS:
-    write(f"MMQA_{split}.jsonl", questions[split])
-  write("MMQA_images.jsonl", images)
-  write("MMQA_texts.jsonl", texts)
-  write("kb_wordnet.jsonl", [t.to_json() for t in kb_triples])
+    _write_jsonl(out / f"MMQA_{split}.jsonl", questions[split])
+  _write_jsonl(out / "MMQA_images.jsonl", images)
+  _write_jsonl(out / "MMQA_texts.jsonl", texts)
+  _write_jsonl(out / "kb_wordnet.jsonl", [t.to_json() for t in kb_triples])
   if version == 1:
     (out / "README.md").write_text(_readme(counts, scenes, len(kb_triples)), encoding="utf-8")
-    return counts
+  else:
+    _write_truth_and_statistics(out, version, settings, knowledge, scenes, forms, kb_triples,
+                                questions, counts)
+  return counts
+
+
+def _write_truth_and_statistics(out, version, settings, knowledge, scenes, forms, kb_triples,
+                                questions, counts) -> None:
+  """v2 and later: truth.jsonl, statistics.json (v3: with the shortcut statistics), README."""
   truth = _truth(knowledge, scenes, forms)
-  write("truth.jsonl", truth)
+  _write_jsonl(out / "truth.jsonl", truth)
   stats = statistics(scenes, truth, kb_triples, questions)
   if version >= 3:
     stats["shortcuts"] = scenekb_v3.shortcut_statistics(
@@ -787,7 +833,6 @@ def build(out=DEFAULT_OUT, vocab=DEFAULT_VOCAB, num_scenes: int | None = None,
                                        encoding="utf-8")
   (out / "README.md").write_text(_readme_v2(settings, counts, scenes, len(kb_triples), stats),
                                  encoding="utf-8")
-  return counts
 
 
 def _kb_text_v1(knowledge: Knowledge, c: str) -> str:

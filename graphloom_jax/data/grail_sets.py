@@ -39,26 +39,9 @@ def _table_text(t) -> str:
   return f"{t.title} {t.name}: {' | '.join(t.header)}; {rows}"
 
 
-def mmqa_evidence_set(folder, split: str = "dev") -> EvidenceSet:
-  """MMQA questions of `split` (read by graphloom_jax.data.mmqa) over every image title plus the
-  text and table documents: their full content where MMQA_texts / MMQA_tables are in `folder`,
-  else the spans the questions quote from them (see the module docstring)."""
-  data = mmqa.MMQA.load(folder, split)
-  keys, texts, modality, index = [], [], [], {}
-
-  def add(key, text, mod):
-    index[key] = len(keys)
-    keys.append(key)
-    texts.append(text)
-    modality.append(MODALITIES.index(mod))
-
-  for doc in data.images.values():
-    add("image:" + doc.id, doc.title, "image")
-  for doc in data.texts.values():
-    add("text:" + doc.id, f"{doc.title}. {doc.text}", "text")
-  for doc in data.tables.values():
-    add("table:" + doc.id, _table_text(doc), "table")
-  spans: dict[str, dict[str, None]] = collections.defaultdict(dict)  # ordered sets
+def _quoted_spans(data) -> dict[str, dict[str, None]]:
+  """Document key -> the spans the questions' answers quote from it (an ordered set)."""
+  spans: dict[str, dict[str, None]] = collections.defaultdict(dict)
   for q in data.questions:
     for group in _answer_groups(q):
       for ans in group:
@@ -67,12 +50,12 @@ def mmqa_evidence_set(folder, split: str = "dev") -> EvidenceSet:
             spans["text:" + ti["doc_id"]][ti["text"].strip()] = None
         if ans.table_indices and q.table_id:
           spans["table:" + q.table_id][ans.answer.strip()] = None
-  quoted = 0
-  for key in sorted(spans):
-    if key not in index:
-      add(key, "; ".join(spans[key]), key.split(":", 1)[0])
-      quoted += 1
+  return spans
 
+
+def _evidence_questions(data, index: dict):
+  """The questions with at least one representable gold document, the gold documents dropped
+  per part and the number of questions dropped."""
   questions, dropped, dropped_q = [], collections.Counter(), 0
   for q in data.questions:
     gold, seen = [], set()
@@ -94,6 +77,36 @@ def mmqa_evidence_set(folder, split: str = "dev") -> EvidenceSet:
     questions.append(EvidenceQuestion(
         qid=q.qid, question=q.question, family=q.family, split=hash_split(q.qid),
         gold=tuple(gold), distractors=tuple(dict.fromkeys(c for c in cand if c not in gold_set))))
+  return questions, dropped, dropped_q
+
+
+def mmqa_evidence_set(folder, split: str = "dev") -> EvidenceSet:
+  """MMQA questions of `split` (read by graphloom_jax.data.mmqa) over every image title plus the
+  text and table documents: their full content where MMQA_texts / MMQA_tables are in `folder`,
+  else the spans the questions quote from them (see the module docstring)."""
+  data = mmqa.MMQA.load(folder, split)
+  keys, texts, modality, index = [], [], [], {}
+
+  def add(key, text, mod):
+    index[key] = len(keys)
+    keys.append(key)
+    texts.append(text)
+    modality.append(MODALITIES.index(mod))
+
+  for doc in data.images.values():
+    add("image:" + doc.id, doc.title, "image")
+  for doc in data.texts.values():
+    add("text:" + doc.id, f"{doc.title}. {doc.text}", "text")
+  for doc in data.tables.values():
+    add("table:" + doc.id, _table_text(doc), "table")
+  spans = _quoted_spans(data)
+  quoted = 0
+  for key in sorted(spans):
+    if key not in index:
+      add(key, "; ".join(spans[key]), key.split(":", 1)[0])
+      quoted += 1
+
+  questions, dropped, dropped_q = _evidence_questions(data, index)
   absent = [name for name, present in (
       ("MMQA_texts", data.texts), ("MMQA_tables", data.tables), ("MMQA_images", data.images),
       ("the train split", mmqa.find_file(folder, "MMQA_train"))) if not present]

@@ -289,15 +289,7 @@ def shortcut_statistics(questions: dict, scenes, kb_triples, config) -> dict:
       graphs[instance_id] = (triples, lookup.TripleIndex(triples, name=canon), canon)
     return graphs[instance_id]
 
-  kinds = _kb_kinds(kb_triples)
-  fillers = collections.defaultdict(set)  # (relation, "subject" | "object") -> names seen there
-  for t in kb_triples:
-    fillers[(lookup.relation_key(t.relation), "object")].add(t.object)
-    fillers[(lookup.relation_key(t.relation), "subject")].add(t.subject)
-  for scene in scenes:
-    for s, p, o in scene.true_relations:
-      fillers[(lookup.relation_key(p), "object")].add(o)
-      fillers[(lookup.relation_key(p), "subject")].add(s)
+  kinds, fillers = _kb_kinds(kb_triples), _fillers(kb_triples, scenes)
   prior = collections.Counter()
   for q in questions["train"]:
     prior[(q["metadata"]["family"], q["options"][q["answer_index"]])] += 1
@@ -332,6 +324,26 @@ def shortcut_statistics(questions: dict, scenes, kb_triples, config) -> dict:
         if mentioned(t.subject, q["question"]) or mentioned(t.relation, q["question"]):
           flagged[(split, "flagged")] += 1
           flagged[(split, "gold")] += t.key() in gold_keys
+  return _shortcut_summary(questions, rows, flagged)
+
+
+def _fillers(kb_triples, scenes) -> dict:
+  """(relation key, "subject" | "object") -> the names the KB and the scenes' true relations
+  put there."""
+  fillers = collections.defaultdict(set)
+  for t in kb_triples:
+    fillers[(lookup.relation_key(t.relation), "object")].add(t.object)
+    fillers[(lookup.relation_key(t.relation), "subject")].add(t.subject)
+  for scene in scenes:
+    for s, p, o in scene.true_relations:
+      fillers[(lookup.relation_key(p), "object")].add(o)
+      fillers[(lookup.relation_key(p), "subject")].add(s)
+  return fillers
+
+
+def _shortcut_summary(questions: dict, rows, flagged) -> dict:
+  """Per split: each family's scores in points, the options-only rule chosen on train, and
+  the overall figures weighted by family size."""
   rules = ("options_kind", "options_type", "options_prior")
   best_rule = {fam: max(rules, key=lambda k: _mean(rows[("train", fam)][k]))
                for fam in sorted({f for _, f in rows})}

@@ -53,6 +53,28 @@ def _scores(texts, golds) -> dict:
   return {"em": m["em"], "f1": m["f1"], "count": m["count"]}
 
 
+def _summarise(result: dict, questions, t0: float, out) -> None:
+  """Scores of the answers so far into `result` (and the file `out`, when given)."""
+  golds = [q.answer_texts for q in questions]
+  for mode, r in result["modes"].items():
+    n = len(r["texts"])
+    if n == 0:
+      continue
+    r.update(_scores(r["texts"], golds[:n]))
+    r["supported_share"] = 100 * float(np.mean(r["supported"]))
+    by = collections.defaultdict(list)
+    for q, text in zip(questions, r["texts"]):
+      by[q.family].append((text, q.answer_texts))
+    r["by_family"] = {f: _scores(*zip(*pairs)) for f, pairs in sorted(by.items())}
+  result["answered"] = min(len(r["texts"]) for r in result["modes"].values())
+  result["load_average"] = os.getloadavg()
+  result["seconds"] = time.time() - t0
+  if out is not None:
+    path = pathlib.Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1))
+
+
 def run(folder, num_questions: int, config=None, heads=None, modes=MODES, batch_size: int = 8,
         text_sentences: int = 8, table_rows: int = 30, out=None, log=logging.info) -> dict:
   """The benchmark (see the module docstring); returns (and writes to `out`) the results."""
@@ -84,26 +106,6 @@ def run(folder, num_questions: int, config=None, heads=None, modes=MODES, batch_
             "families": dict(collections.Counter(q.family for q in questions)),  # sampled
             "modes": {m: {"texts": [], "supported": [], "seconds": 0.0} for m in modes}}
 
-  def summary():
-    golds = [q.answer_texts for q in questions]
-    for mode, r in result["modes"].items():
-      n = len(r["texts"])
-      if n == 0:
-        continue
-      r.update(_scores(r["texts"], golds[:n]))
-      r["supported_share"] = 100 * float(np.mean(r["supported"]))
-      by = collections.defaultdict(list)
-      for q, text in zip(questions, r["texts"]):
-        by[q.family].append((text, q.answer_texts))
-      r["by_family"] = {f: _scores(*zip(*pairs)) for f, pairs in sorted(by.items())}
-    result["answered"] = min(len(r["texts"]) for r in result["modes"].values())
-    result["load_average"] = os.getloadavg()
-    result["seconds"] = time.time() - t0
-    if out is not None:
-      path = pathlib.Path(out)
-      path.parent.mkdir(parents=True, exist_ok=True)
-      path.write_text(json.dumps(result, indent=1))
-
   graphs = {}
   for s in range(0, len(questions), batch_size):
     qs = questions[s:s + batch_size]
@@ -117,9 +119,9 @@ def run(folder, num_questions: int, config=None, heads=None, modes=MODES, batch_
       r["seconds"] += time.time() - t1
       r["texts"] += [a.text for a in got]
       r["supported"] += [bool(a.supported) for a in got]
-    summary()
+    _summarise(result, questions, t0, out)
     log(f"{s + len(qs)}/{len(questions)} questions, {time.time() - t0:.0f}s, load "
         f"{os.getloadavg()[0]:.1f}: " + ", ".join(
             f"{m} EM {r['em']:.1f} F1 {r['f1']:.1f}" for m, r in result["modes"].items()))
-  summary()
+  _summarise(result, questions, t0, out)
   return result

@@ -9,6 +9,7 @@ import pathlib
 import statistics
 
 import numpy as np
+from absl import logging
 
 from graphloom_jax.evaluation import intervals
 
@@ -252,63 +253,82 @@ def _learning(path, workdirs):
   return path, curves
 
 
+def _prompt_selection(out: pathlib.Path) -> list[str]:
+  """The report's section on the baseline prompt chosen on validation (none if not run)."""
+  sel = out / "prompt_selection.json"
+  if not sel.exists():
+    return []
+  s = json.loads(sel.read_text())
+  md = [f"## Baseline prompt (chosen on {s['questions']} validation questions)", "",
+        "| style / mode | MC acc | EM | F1 | H-Rate |", "|---|---|---|---|---|"]
+  for k, m in s["results"].items():
+    md.append(f"| {k} | {m['mc_accuracy']:.1f} | {m['em']:.1f} | {m['f1']:.1f} | "
+              f"{m['h_rate']:.1f} |")
+  return md + ["", f"Chosen: **{s['chosen']}** (Flat-RAG EM, then F1, then no-retrieval EM "
+               "and F1).", ""]
+
+
+def _group_tables(rows, groups: dict) -> tuple[list[str], dict]:
+  """Each row group's table (with paired differences outside `main`) and the aggregates."""
+  md, summary = [], {}
+  for group, spec in groups.items():
+    names = [n for n, *_ in spec]
+    if group != "main":
+      names = ["graphloom"] + names
+    aggs = {n: a for n in names if (a := _agg(rows, n)) is not None}
+    if group != "main":
+      for n, a in aggs.items():
+        if n != "graphloom":
+          a["paired"] = {m: paired_difference(rows, n, m) for m in ("mc_accuracy", "em")}
+    summary.update(aggs)
+    lines = _table(aggs, paired=group != "main")
+    if len(lines) > 2 + (group != "main"):
+      md += [f"### {group}", ""] + lines + [""]
+      if group != "main":
+        md += ["Δ: the row minus graphloom on the same questions and seeds, in points, with a "
+               "95% bootstrap interval over questions (`scenekb_report.paired_difference`).",
+               ""]
+      if group == "main" and any(a["seeds"] > 1 for a in aggs.values()):
+        md += ["Rows with several seeds: mean ± sample standard deviation over the training "
+               "seeds (the heads). The text rows read no heads and decode greedily: one run.",
+               ""]
+  return md, summary
+
+
+def _family_table(rows) -> list[str]:
+  """MC acc / EM / H-Rate per question family of the seed-0 main rows."""
+  fam_rows = [r for r in rows if r["name"] in ("graphloom", "flat_rag", "no_retrieval")
+              and r["seed"] == 0]
+  if not fam_rows:
+    return []
+  fams = sorted(fam_rows[0]["by_family"])
+  md = ["### per question family (seed 0): MC acc / EM / H-Rate", "",
+        "| row | " + " | ".join(fams) + " |", "|---|" + "---|" * len(fams)]
+  for r in fam_rows:
+    md.append(f"| {r['name']} | " + " | ".join(
+        f"{r['by_family'][f]['mc_accuracy']:.0f} / {r['by_family'][f]['em']:.0f} / "
+        f"{r['by_family'][f]['h_rate']:.0f}" for f in fams) + " |")
+  return md + [""]
+
+
 def write(out: pathlib.Path, workdirs: list[pathlib.Path], groups: dict) -> pathlib.Path:
   """report.md (and its figures) in `out` from the rows there; `groups`: the row groups of
-  `scenekb_tables.GROUPS` (name -> rows), in the order the report lists them."""
+  `scenekb_rows.GROUPS` (name -> rows), in the order the report lists them."""
   found = _load_rows(out)
   md = [f"# SceneKB tables ({out.name})", "",
         "Made by `python -m benchmarks.scenekb_tables --report` from the rows under `rows/`; "
-        "how each row was run is in `benchmarks/scenekb_tables.py`. H-Rate, falsity and "
-        "abstention are defined in `docs/evaluation.md` (rows made before SceneKB v3 hold v2's "
-        "H-Rate, the share of answers with a false claim, and no falsity).", ""]
-  sel = out / "prompt_selection.json"
-  if sel.exists():
-    s = json.loads(sel.read_text())
-    md += [f"## Baseline prompt (chosen on {s['questions']} validation questions)", "",
-           "| style / mode | MC acc | EM | F1 | H-Rate |", "|---|---|---|---|---|"]
-    for k, m in s["results"].items():
-      md.append(f"| {k} | {m['mc_accuracy']:.1f} | {m['em']:.1f} | {m['f1']:.1f} | "
-                f"{m['h_rate']:.1f} |")
-    md += ["", f"Chosen: **{s['chosen']}** (Flat-RAG EM, then F1, then no-retrieval EM and "
-           "F1).", ""]
+        "how each row was run is in `graphloom_jax/evaluation/scenekb_rows.py` (`GROUPS`). "
+        "H-Rate, falsity and abstention are defined in `docs/evaluation.md` (rows made before "
+        "SceneKB v3 hold v2's H-Rate, the share of answers with a false claim, and no "
+        "falsity).", ""]
+  md += _prompt_selection(out)
   summary = {}
   for split, (rows, cal) in found.items():
-    md += [f"## {split}", ""]
-    summary[split] = {"rows": {}, "calibration": cal}
-    for group, spec in groups.items():
-      names = [n for n, *_ in spec]
-      if group != "main":
-        names = ["graphloom"] + names
-      aggs = {n: a for n in names if (a := _agg(rows, n)) is not None}
-      if group != "main":
-        for n, a in aggs.items():
-          if n != "graphloom":
-            a["paired"] = {m: paired_difference(rows, n, m) for m in ("mc_accuracy", "em")}
-      summary[split]["rows"].update(aggs)
-      lines = _table(aggs, paired=group != "main")
-      if len(lines) > 2 + (group != "main"):
-        md += [f"### {group}", ""] + lines + [""]
-        if group != "main":
-          md += ["Δ: the row minus graphloom on the same questions and seeds, in points, with a "
-                 "95% bootstrap interval over questions (`scenekb_report.paired_difference`).",
-                 ""]
-        if group == "main" and any(a["seeds"] > 1 for a in aggs.values()):
-          md += ["Rows with several seeds: mean ± sample standard deviation over the training "
-                 "seeds (the heads). The text rows read no heads and decode greedily: one run.",
-                 ""]
-    fam_rows = [r for r in rows if r["name"] in ("graphloom", "flat_rag", "no_retrieval")
-                and r["seed"] == 0]
-    if fam_rows:
-      fams = sorted(fam_rows[0]["by_family"])
-      md += ["### per question family (seed 0): MC acc / EM / H-Rate", "",
-             "| row | " + " | ".join(fams) + " |", "|---|" + "---|" * len(fams)]
-      for r in fam_rows:
-        md.append(f"| {r['name']} | " + " | ".join(
-            f"{r['by_family'][f]['mc_accuracy']:.0f} / {r['by_family'][f]['em']:.0f} / "
-            f"{r['by_family'][f]['h_rate']:.0f}" for f in fams) + " |")
-      md.append("")
+    tables, aggs = _group_tables(rows, groups)
+    summary[split] = {"rows": aggs, "calibration": cal}
+    md += [f"## {split}", ""] + tables + _family_table(rows)
     plots = {
-        "ablations": _bars(out / f"{split}-ablations.png", summary[split]["rows"],
+        "ablations": _bars(out / f"{split}-ablations.png", aggs,
                            [n for g in ("components", "features", "knowledge")
                             for n, *_ in groups[g]]),
         "reliability": _reliability(out / f"{split}-reliability.png", cal),
@@ -328,5 +348,5 @@ def write(out: pathlib.Path, workdirs: list[pathlib.Path], groups: dict) -> path
   (out / "results.json").write_text(json.dumps(summary, indent=1))
   path = out / "report.md"
   path.write_text("\n".join(md) + "\n")
-  print(f"wrote {path}")
+  logging.info(f"wrote {path}")
   return path

@@ -146,22 +146,9 @@ def symbolic_row(system: GraphLoom, kb, questions, truth) -> dict:
         answer_index=q.extra["answer_index"],
         hallucinated=verifier.check_answer(q.qid, text).hallucinated, **_paper_fields(paper),
         em=answers.mean_answer_metrics([text], [q.answer_texts])["em"], seconds=seconds))
-  metrics = dict(
-      questions=len(questions),
-      mc_accuracy=100 * float(np.mean([r["mc_expected"] for r in records])),
-      **{k: v for k, v in answers.mean_answer_metrics(
-          [r["answer"] for r in records], [q.answer_texts for q in questions]).items()
-         if k in ("em", "f1")},
-      **_paper_metrics(records),
-      seconds_per_question=statistics.median(r["seconds"] for r in records),
-      wall_seconds=time.time() - start)
-  by_family = {}
-  for fam in sorted({r["family"] for r in records}):
-    rs = [r for r in records if r["family"] == fam]
-    by_family[fam] = dict(n=len(rs), mc_accuracy=100 * float(np.mean([r["mc_expected"]
-                                                                      for r in rs])),
-                          em=float(np.mean([r["em"] for r in rs])), **_paper_metrics(rs))
-  return dict(metrics=metrics, by_family=by_family, records=records)
+  metrics = dict(**_common_metrics(records, questions, "mc_expected"),
+                 wall_seconds=time.time() - start)
+  return dict(metrics=metrics, by_family=_by_family(records, "mc_expected"), records=records)
 
 
 def run_row(system: GraphLoom, kb, questions, mode: str, truth, batch: int, log=logging.info,
@@ -194,47 +181,64 @@ def run_row(system: GraphLoom, kb, questions, mode: str, truth, batch: int, log=
                                evidence=evidence)
     log(f"  {len(got)}/{len(questions)} questions, {time.time() - start:.0f}s")
   verifier = hallucination.HallucinationVerifier(truth)
-  records = []
-  for q, a in zip(questions, got):
-    verdict = verifier.check_answer(q.qid, a.text)
-    cited = verifier.check_claims(q.extra["instance_id"],
-                                  [c.triple.key() for c in a.evidence]) if a.evidence else None
-    paper = hallucination.assess(
-        verifier, q.qid, a.text, [t.key() for t in given_evidence(a, mode)],
-        cited=[c.triple.key() for c in a.evidence] if mode == "graphloom" else ())
-    records.append(dict(
-        qid=q.qid, family=q.family, answer=a.text, gold=q.answer_texts, choice=a.choice,
-        answer_index=q.extra["answer_index"], hallucinated=verdict.hallucinated,
-        **_paper_fields(paper),
-        em=answers.mean_answer_metrics([a.text], [q.answer_texts])["em"],
-        recall5=recall_at(a.retrieved, q.extra["gold_triples"]), supported=a.supported,
-        revised=a.revised, seconds=_online(a),
-        cited=[list(c.triple.key()) for c in a.evidence],
-        cited_unsupported=(sum(not c.supported for c in cited.claims) if cited else 0)))
-  gold = [q.answer_texts for q in questions]
+  records = [_answer_record(verifier, q, a, mode) for q, a in zip(questions, got)]
+  for r in records:
+    r["correct"] = r["choice"] == r["answer_index"]
   n_cited = sum(len(r["cited"]) for r in records)
   metrics = dict(
-      questions=len(questions),
-      mc_accuracy=100 * float(np.mean([r["choice"] == r["answer_index"] for r in records])),
-      **{k: v for k, v in answers.mean_answer_metrics([a.text for a in got], gold).items()
-         if k in ("em", "f1")},
-      **_paper_metrics(records),
+      **_common_metrics(records, questions, "correct"),
       recall5=100 * float(np.mean([r["recall5"] for r in records])),
-      seconds_per_question=statistics.median(r["seconds"] for r in records),
       supported=100 * float(np.mean([r["supported"] for r in records])),
       revised=int(sum(r["revised"] for r in records)),
       cited_h_rate=(100 * sum(r["cited_unsupported"] for r in records) / n_cited
                     if n_cited else None),
       wall_seconds=time.time() - start)
-  by_family = {}
+  by_family = _by_family(records, "correct")
+  for r in records:
+    del r["correct"]
+  return dict(metrics=metrics, by_family=by_family, records=records)
+
+
+def _answer_record(verifier, q, a, mode: str) -> dict:
+  """One answered question's record: its answer, choice, claims and retrieval."""
+  verdict = verifier.check_answer(q.qid, a.text)
+  cited = verifier.check_claims(q.extra["instance_id"],
+                                [c.triple.key() for c in a.evidence]) if a.evidence else None
+  paper = hallucination.assess(
+      verifier, q.qid, a.text, [t.key() for t in given_evidence(a, mode)],
+      cited=[c.triple.key() for c in a.evidence] if mode == "graphloom" else ())
+  return dict(
+      qid=q.qid, family=q.family, answer=a.text, gold=q.answer_texts, choice=a.choice,
+      answer_index=q.extra["answer_index"], hallucinated=verdict.hallucinated,
+      **_paper_fields(paper),
+      em=answers.mean_answer_metrics([a.text], [q.answer_texts])["em"],
+      recall5=recall_at(a.retrieved, q.extra["gold_triples"]), supported=a.supported,
+      revised=a.revised, seconds=_online(a),
+      cited=[list(c.triple.key()) for c in a.evidence],
+      cited_unsupported=(sum(not c.supported for c in cited.claims) if cited else 0))
+
+
+def _common_metrics(records, questions, correct: str) -> dict:
+  """Every row's metrics: MC accuracy (mean of the records' `correct` field), EM / F1 of the
+  answers, the paper's claim rates and the median seconds per question."""
+  return dict(
+      questions=len(questions),
+      mc_accuracy=100 * float(np.mean([r[correct] for r in records])),
+      **{k: v for k, v in answers.mean_answer_metrics(
+          [r["answer"] for r in records], [q.answer_texts for q in questions]).items()
+         if k in ("em", "f1")},
+      **_paper_metrics(records),
+      seconds_per_question=statistics.median(r["seconds"] for r in records))
+
+
+def _by_family(records, correct: str) -> dict:
+  """MC accuracy, EM and the claim rates of each question family."""
+  out = {}
   for fam in sorted({r["family"] for r in records}):
     rs = [r for r in records if r["family"] == fam]
-    by_family[fam] = dict(n=len(rs),
-                          mc_accuracy=100 * float(np.mean([r["choice"] == r["answer_index"]
-                                                           for r in rs])),
-                          em=float(np.mean([r["em"] for r in rs])),
-                          **_paper_metrics(rs))
-  return dict(metrics=metrics, by_family=by_family, records=records)
+    out[fam] = dict(n=len(rs), mc_accuracy=100 * float(np.mean([r[correct] for r in rs])),
+                    em=float(np.mean([r["em"] for r in rs])), **_paper_metrics(rs))
+  return out
 
 
 def given_evidence(a, mode: str) -> list:

@@ -331,31 +331,8 @@ def _layout(g: nx.MultiDiGraph, seed: int, aspect: float) -> dict:
   return {n: tuple(xy) for n, xy in out.items()}
 
 
-def draw_subgraph(graph, path, *, title: str | None = None, seed: int = 0) -> pathlib.Path:
-  """Draws a graph (anything `as_graph` takes) to a PNG at `path` (which must end with .png).
-
-  Nodes are entity boxes placed by a seeded spring layout (same graph, same picture); every
-  triple is an arrow subject -> object labelled with its relation (and gate, when it has one),
-  parallel edges bent apart. Cited triples are red, the rest grey; an edge with a gate g is
-  1 + 5 g points wide, one without a gate 1 point. The title (default: the question, the answer
-  and the counts for an answer's subgraph, else the counts) is drawn inside the figure.
-  Returns the path."""
-  p = _target(path, ".png", "draw_subgraph(path)")
-  g = as_graph(graph, "draw_subgraph(graph)")
-  n = g.number_of_nodes()
-  size = min(6.0 + 0.3 * n, 14.0)
-  fig = Figure(figsize=(size * 1.3, size), dpi=110)
-  FigureCanvasAgg(fig)
-  box = (0.02, 0.02, 0.96, 0.86)
-  ax = fig.add_axes(box)
-  pos = _layout(g, seed, aspect=1.3 * box[2] / box[3])
-  ax.set_axis_off()
-  ax.set_aspect("equal")
-  boxes = {}
-  for node, (x, y) in pos.items():
-    boxes[node] = ax.text(x, y, _wrap(str(node), 20, 2), ha="center", va="center", fontsize=10,
-                          zorder=3, bbox=dict(boxstyle="round,pad=0.35", fc=NODE_COLOR,
-                                              ec="#4a6f8a", lw=1.0))
+def _draw_edges(ax, g, pos: dict, boxes: dict) -> None:
+  """Every triple of `g` as a labelled arrow between its nodes' boxes (see draw_subgraph)."""
   groups: dict[tuple, list] = {}
   for u, v, k, d in g.edges(keys=True, data=True):
     groups.setdefault(tuple(sorted((u, v))), []).append((u, v, k, d))
@@ -390,6 +367,34 @@ def draw_subgraph(graph, path, *, title: str | None = None, seed: int = 0) -> pa
       # The midpoint of arc3's quadratic Bezier (equal aspect: data and display agree).
       dx, dy = x2 - x1, y2 - y1
       ax.text((x1 + x2) / 2 + 0.5 * rad * dy, (y1 + y2) / 2 - 0.5 * rad * dx, label, **text_kw)
+
+
+def draw_subgraph(graph, path, *, title: str | None = None, seed: int = 0) -> pathlib.Path:
+  """Draws a graph (anything `as_graph` takes) to a PNG at `path` (which must end with .png).
+
+  Nodes are entity boxes placed by a seeded spring layout (same graph, same picture); every
+  triple is an arrow subject -> object labelled with its relation (and gate, when it has one),
+  parallel edges bent apart. Cited triples are red, the rest grey; an edge with a gate g is
+  1 + 5 g points wide, one without a gate 1 point. The title (default: the question, the answer
+  and the counts for an answer's subgraph, else the counts) is drawn inside the figure.
+  Returns the path."""
+  p = _target(path, ".png", "draw_subgraph(path)")
+  g = as_graph(graph, "draw_subgraph(graph)")
+  n = g.number_of_nodes()
+  size = min(6.0 + 0.3 * n, 14.0)
+  fig = Figure(figsize=(size * 1.3, size), dpi=110)
+  FigureCanvasAgg(fig)
+  box = (0.02, 0.02, 0.96, 0.86)
+  ax = fig.add_axes(box)
+  pos = _layout(g, seed, aspect=1.3 * box[2] / box[3])
+  ax.set_axis_off()
+  ax.set_aspect("equal")
+  boxes = {}
+  for node, (x, y) in pos.items():
+    boxes[node] = ax.text(x, y, _wrap(str(node), 20, 2), ha="center", va="center", fontsize=10,
+                          zorder=3, bbox=dict(boxstyle="round,pad=0.35", fc=NODE_COLOR,
+                                              ec="#4a6f8a", lw=1.0))
+  _draw_edges(ax, g, pos, boxes)
   if pos:
     xs, ys = [x for x, _ in pos.values()], [y for _, y in pos.values()]
     loops = any(u == v for u, v in g.edges())

@@ -10,7 +10,7 @@ import functools
 import math
 import os
 import pathlib
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -145,18 +145,35 @@ def _sample(logits, key, temperature, top_p, sample: bool):
   return jnp.take_along_axis(order, choice[:, None], axis=-1)[:, 0].astype(jnp.int32)
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "max_new", "sample", "router_def",
-                                             "first_layer", "sparse", "unstack_layers"))
-def _generate(graphdef, state, tokens, valid, eos_ids, key, temperature, top_p, pad_id,
-              memory=None, router_def=None, router_state=None, *, max_new: int, sample: bool,
-              first_layer: int = -1, sparse: llama.SparseSpec | None = None,
-              unstack_layers: bool = False):
-  """tokens/valid [B, Tp] left-padded prompts -> new tokens [B, max_new] (pad after EOS).
+class _Sampling(NamedTuple):
+  """The generation loop's traced inputs besides the prompts (replicated on a mesh)."""
+  eos_ids: jax.Array  # [E] int32 (-1 when none)
+  key: jax.Array
+  temperature: jax.Array  # float32 scalar
+  top_p: jax.Array  # float32 scalar
+  pad_id: jax.Array  # int32 scalar
+
+
+class _Loop(NamedTuple):
+  """The generation loop's static settings (one compiled loop per distinct value).
 
   unstack_layers: take each layer's slice of the stacked weights once, before the loop, and run
   the layers as an unrolled loop over them; XLA materialises the slices, a transient copy of
   the layer weights for the call, where slicing inside the loop would copy them at every step
   (see Llama)."""
+  max_new: int
+  sample: bool
+  first_layer: int = -1
+  sparse: llama.SparseSpec | None = None
+  unstack_layers: bool = False
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "router_def", "loop"))
+def _generate(graphdef, state, tokens, valid, sampling: _Sampling, memory=None, router_def=None,
+              router_state=None, *, loop: _Loop):
+  """tokens/valid [B, Tp] left-padded prompts -> new tokens [B, loop.max_new] (pad after EOS)."""
+  eos_ids, key, temperature, top_p, pad_id = sampling
+  max_new, sample, first_layer, sparse, unstack_layers = loop
   model = nnx.merge(graphdef, state)
   route = nnx.merge(router_def, router_state) if router_def is not None else None
   b, tp = tokens.shape
@@ -346,15 +363,15 @@ class Decoder:
     tokens, valid, max_new, pad = self.left_padded(rows, max_new_tokens)
     _check_memory(memory, len(rows))
     router_def, router_state = _split_router(router)
-    scalars = (jnp.asarray(list(eos_ids) or [-1], jnp.int32), jax.random.key(seed),
-               jnp.float32(temperature), jnp.float32(top_p), jnp.int32(pad))
+    sampling = _Sampling(jnp.asarray(list(eos_ids) or [-1], jnp.int32), jax.random.key(seed),
+                         jnp.float32(temperature), jnp.float32(top_p), jnp.int32(pad))
     if mesh is not None:
       placed, _ = sharding_lib.place_rows(dict(tokens=tokens, valid=valid), mesh)
       tokens, valid = placed["tokens"], placed["valid"]
-      scalars = jax.device_put(scalars, sharding_lib.replicated(mesh))
-    out = _generate(self._graphdef, self._state, tokens, valid, *scalars, memory, router_def,
-                    router_state, max_new=max_new, sample=temperature > 0,
-                    first_layer=first_layer, sparse=sparse, unstack_layers=self.unstack_layers)
+      sampling = jax.device_put(sampling, sharding_lib.replicated(mesh))
+    loop = _Loop(max_new, temperature > 0, first_layer, sparse, self.unstack_layers)
+    out = _generate(self._graphdef, self._state, tokens, valid, sampling, memory, router_def,
+                    router_state, loop=loop)
     return cut_at_eos(np.asarray(out)[:n, :max_new_tokens], eos_ids)
 
   def left_padded(self, rows: Sequence[Sequence[int]], max_new_tokens: int):

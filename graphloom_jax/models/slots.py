@@ -41,7 +41,6 @@ import re
 from typing import Any, Callable, Mapping, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
@@ -108,6 +107,32 @@ def key_token_row(text: str, tokenize: Callable[[str], Sequence[int]] | None,
   return row
 
 
+def _embed_slots(rows, embed) -> tuple[dict, int]:
+  """Text -> embedding of every slot key and value of `rows` (each text embedded once) and the
+  embedding width; a non-finite embedding is an error naming its triple."""
+  texts = []
+  for _, s, r, o, *_ in rows:
+    texts += [s, f"{r} {o}", r, f"{s} {o}"]
+  unique = sorted(set(texts))
+  if unique:
+    table = np.asarray(embed(unique), np.float32)
+    if table.ndim != 2 or table.shape[0] != len(unique):
+      raise ValueError(f"embed returned shape {table.shape} for {len(unique)} texts; "
+                       f"expected [{len(unique)}, E]")
+    finite = np.isfinite(table).all(axis=1)
+    if not finite.all():  # a NaN key or value would reach every routed attention row
+      text = unique[int(np.argmin(finite))]
+      i, ts, tr, to = next((i, s, r, o) for i, s, r, o, *_ in rows
+                           if text in (s, f"{r} {o}", r, f"{s} {o}"))
+      raise ValueError(f"slot bank: the embedding of {text!r} (a slot of triple {i}: ({ts}, "
+                       f"{tr}, {to})) contains NaN or inf; refusing to build the bank")
+    width = table.shape[1]
+  else:
+    table = np.zeros((0, 0), np.float32)
+    width = int(np.asarray(embed(["."])).shape[1])
+  return {t: table[j] for j, t in enumerate(unique)}, width
+
+
 def build_bank(triples: Sequence[Any], embed: Callable[[list[str]], np.ndarray], bank_size: int,
                question: str = "", gold: Sequence[Any] = (),
                tokenize: Callable[[str], Sequence[int]] | None = None) -> SlotBank:
@@ -138,27 +163,7 @@ def build_bank(triples: Sequence[Any], embed: Callable[[list[str]], np.ndarray],
               for j, g in enumerate(gold)}
   q = _norm(question)
 
-  texts = []
-  for _, s, r, o, *_ in rows:
-    texts += [s, f"{r} {o}", r, f"{s} {o}"]
-  unique = sorted(set(texts))
-  if unique:
-    table = np.asarray(embed(unique), np.float32)
-    if table.ndim != 2 or table.shape[0] != len(unique):
-      raise ValueError(f"embed returned shape {table.shape} for {len(unique)} texts; "
-                       f"expected [{len(unique)}, E]")
-    finite = np.isfinite(table).all(axis=1)
-    if not finite.all():  # a NaN key or value would reach every routed attention row
-      text = unique[int(np.argmin(finite))]
-      i, ts, tr, to = next((i, s, r, o) for i, s, r, o, *_ in rows
-                           if text in (s, f"{r} {o}", r, f"{s} {o}"))
-      raise ValueError(f"slot bank: the embedding of {text!r} (a slot of triple {i}: ({ts}, "
-                       f"{tr}, {to})) contains NaN or inf; refusing to build the bank")
-    width = table.shape[1]
-  else:
-    table = np.zeros((0, 0), np.float32)
-    width = int(np.asarray(embed(["."])).shape[1])
-  lookup = {t: table[j] for j, t in enumerate(unique)}
+  lookup, width = _embed_slots(rows, embed)
 
   keys = np.zeros((bank_size, width), np.float32)
   values = np.zeros((bank_size, width), np.float32)

@@ -27,6 +27,7 @@ import dataclasses
 import json
 import pathlib
 import time
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -205,14 +206,72 @@ def evaluate_loss(loss_fn, params, ex: Examples, data, batch_size: int) -> float
   return total / max(count, 1)
 
 
-def _run_phase(name, loss_fn, params, frozen, train_ex, val_ex, data, num_steps, learning_rate,
-               s: TrainSettings, workdir, log, writer=None):
-  """Trains loss_fn for num_steps; returns the parameters with the best validation metric and
-  the phase history. With a workdir, orbax keeps checkpoints under workdir/checkpoints/<name>
-  and a rerun resumes from the latest step kept (the two best by validation loss are kept).
-  writer: a `metric_writers.MetricWriter` receiving <name>/train_infonce and
-  <name>/val_infonce at every evaluation."""
-  tx = make_optimizer(learning_rate, num_steps, s, frozen)
+@dataclasses.dataclass(frozen=True)
+class _Phase:
+  """One training phase: `loss_fn(params, batch, data) -> (loss, metric)` over its examples,
+  with the parameter groups in `frozen` held fixed."""
+  name: str
+  loss_fn: Callable
+  frozen: tuple
+  train_ex: Examples
+  val_ex: Examples
+  num_steps: int
+  learning_rate: float
+
+
+def _checkpoints(workdir, name: str):
+  """orbax's manager for a phase (None without a workdir): workdir/checkpoints/<name>, the two
+  best steps by validation loss kept."""
+  if workdir is None:
+    return None
+  return ocp.CheckpointManager(
+      pathlib.Path(workdir).absolute() / "checkpoints" / name,
+      options=ocp.CheckpointManagerOptions(max_to_keep=2, best_fn=lambda m: m["val_loss"],
+                                           best_mode="min"))
+
+
+def _resume(mngr, params, opt_state, name: str, log):
+  """(params, opt_state, step) of the latest checkpoint kept, else the given ones at step 0."""
+  if mngr is None or mngr.latest_step() is None:
+    return params, opt_state, 0
+  start = mngr.latest_step()
+  state = mngr.restore(start, args=ocp.args.StandardRestore(
+      {"params": params, "opt_state": opt_state}))
+  log(f"{name}: resumed from step {start}")
+  return state["params"], state["opt_state"], start
+
+
+def _record(mngr, writer, step: int, scalars: dict, params, opt_state, val_loss: float):
+  """An evaluation's scalars to the writer and its state to a checkpoint (either may be None)."""
+  if writer is not None:
+    writer.write_scalars(step, scalars)
+  if mngr is not None:
+    mngr.save(step, args=ocp.args.StandardSave({"params": params, "opt_state": opt_state}),
+              metrics={"val_loss": val_loss})
+
+
+def _best_kept(mngr, best, params, opt_state):
+  """(val, step, params) of the manager's best step: after a resume the in-memory best covers
+  only this run, the manager knows every step."""
+  mngr.wait_until_finished()
+  best_step = mngr.best_step()
+  if best_step is not None and best_step != best[1]:
+    restored = mngr.restore(best_step, args=ocp.args.StandardRestore(
+        {"params": params, "opt_state": opt_state}))
+    best = (float(mngr.metrics(best_step)["val_loss"]), best_step, restored["params"])
+  mngr.close()
+  return best
+
+
+def _run_phase(phase: _Phase, params, data, s: TrainSettings, workdir, log, writer=None):
+  """Trains phase.loss_fn for phase.num_steps; returns the parameters with the best validation
+  metric and the phase history. With a workdir, orbax keeps checkpoints under
+  workdir/checkpoints/<name> and a rerun resumes from the latest step kept (the two best by
+  validation loss are kept). writer: a `metric_writers.MetricWriter` receiving
+  <name>/train_infonce and <name>/val_infonce at every evaluation."""
+  name, loss_fn, num_steps = phase.name, phase.loss_fn, phase.num_steps
+  train_ex, val_ex = phase.train_ex, phase.val_ex
+  tx = make_optimizer(phase.learning_rate, num_steps, s, phase.frozen)
   opt_state = tx.init(params)
 
   @jax.jit
@@ -222,33 +281,16 @@ def _run_phase(name, loss_fn, params, frozen, train_ex, val_ex, data, num_steps,
     return optax.apply_updates(params, updates), opt_state, metric
 
   metric_fn = jax.jit(lambda p, b, d: loss_fn(p, b, d)[1])
-  mngr, start = None, 0
-  if workdir is not None:
-    mngr = ocp.CheckpointManager(
-        pathlib.Path(workdir).absolute() / "checkpoints" / name,
-        options=ocp.CheckpointManagerOptions(max_to_keep=2, best_fn=lambda m: m["val_loss"],
-                                             best_mode="min"))
-    if mngr.latest_step() is not None:
-      start = mngr.latest_step()
-      state = mngr.restore(start, args=ocp.args.StandardRestore(
-          {"params": params, "opt_state": opt_state}))
-      params, opt_state = state["params"], state["opt_state"]
-      log(f"{name}: resumed from step {start}")
-
-  history = {"step": [], "train_loss": [], "val_loss": []}
+  mngr = _checkpoints(workdir, name)
+  params, opt_state, start = _resume(mngr, params, opt_state, name, log)
   val0 = evaluate_loss(metric_fn, params, val_ex, data, s.batch_size)
   best = (val0, start, params)
-  history["step"].append(start)
-  history["train_loss"].append(None)
-  history["val_loss"].append(val0)
+  history = {"step": [start], "train_loss": [None], "val_loss": [val0]}
   log(f"{name} step {start}: val InfoNCE {val0:.4f} ({len(train_ex)} train / {len(val_ex)} val "
       "instances)")
-  if writer is not None and start == 0:
-    writer.write_scalars(0, {f"{name}/val_infonce": val0})
-  if mngr is not None and start == 0:
+  if start == 0:
     # The starting point competes too: training may not beat it on validation.
-    mngr.save(0, args=ocp.args.StandardSave({"params": params, "opt_state": opt_state}),
-              metrics={"val_loss": val0})
+    _record(mngr, writer, 0, {f"{name}/val_infonce": val0}, params, opt_state, val0)
   rng = np.random.default_rng(s.seed + start)
   order, cursor = rng.permutation(len(train_ex)), 0
   t0, losses = time.perf_counter(), []
@@ -264,31 +306,21 @@ def _run_phase(name, loss_fn, params, frozen, train_ex, val_ex, data, num_steps,
     bar.update(1)
     if it % s.eval_every == 0 or it == num_steps:
       val = evaluate_loss(metric_fn, params, val_ex, data, s.batch_size)
+      train_loss = float(np.mean(losses))
       history["step"].append(it)
-      history["train_loss"].append(float(np.mean(losses)))
+      history["train_loss"].append(train_loss)
       history["val_loss"].append(val)
-      log(f"{name} step {it}: train InfoNCE {np.mean(losses):.4f} val InfoNCE {val:.4f} "
+      log(f"{name} step {it}: train InfoNCE {train_loss:.4f} val InfoNCE {val:.4f} "
           f"({time.perf_counter() - t0:.1f}s)")
       bar.set_postfix(val_infonce=f"{val:.4f}")
-      if writer is not None:
-        writer.write_scalars(it, {f"{name}/train_infonce": float(np.mean(losses)),
-                                  f"{name}/val_infonce": val})
+      _record(mngr, writer, it, {f"{name}/train_infonce": train_loss,
+                                 f"{name}/val_infonce": val}, params, opt_state, val)
       losses = []
       if val < best[0]:
         best = (val, it, params)
-      if mngr is not None:
-        mngr.save(it, args=ocp.args.StandardSave({"params": params, "opt_state": opt_state}),
-                  metrics={"val_loss": val})
   bar.close()
   if mngr is not None:
-    mngr.wait_until_finished()
-    best_step = mngr.best_step()
-    # After a resume the in-memory best only covers this run; the manager knows every step.
-    if best_step is not None and best_step != best[1]:
-      restored = mngr.restore(best_step, args=ocp.args.StandardRestore(
-          {"params": params, "opt_state": opt_state}))
-      best = (float(mngr.metrics(best_step)["val_loss"]), best_step, restored["params"])
-    mngr.close()
+    best = _best_kept(mngr, best, params, opt_state)
   history["best_step"] = best[1]
   history["best_val_loss"] = best[0]
   return best[2], history
@@ -319,14 +351,13 @@ def train(es: grail_data.EvidenceSet, emb: grail_data.EmbeddedSet, cfg: grail.Gr
                           "model": dataclasses.asdict(cfg)})
   try:
     if s.align_steps > 0:
-      params, history["align"] = _run_phase(
-          "align", lambda p, b, d: alignment_loss(p, b, d, cfg, s), params, ("gate",),
-          align_train, align_val, data, s.align_steps, s.align_learning_rate, s, workdir, log,
-          writer)
-    params, history["gate"] = _run_phase(
-        "gate", lambda p, b, d: gate_loss(p, b, d, cfg, s), params,
-        () if s.gate_adapters else ("adapters",), gate_train, gate_val, data, s.gate_steps,
-        s.gate_learning_rate, s, workdir, log, writer)
+      align = _Phase("align", lambda p, b, d: alignment_loss(p, b, d, cfg, s), ("gate",),
+                     align_train, align_val, s.align_steps, s.align_learning_rate)
+      params, history["align"] = _run_phase(align, params, data, s, workdir, log, writer)
+    gate = _Phase("gate", lambda p, b, d: gate_loss(p, b, d, cfg, s),
+                  () if s.gate_adapters else ("adapters",), gate_train, gate_val, s.gate_steps,
+                  s.gate_learning_rate)
+    params, history["gate"] = _run_phase(gate, params, data, s, workdir, log, writer)
   finally:
     if writer is not None:
       writer.close()

@@ -476,12 +476,7 @@ class Trainer:
     self.log(f"{cfg.target} trainable parameters: {self.num_params:,} (backbone frozen); "
              f"data-parallel over {self.mesh.devices.size} device(s); "
              + (f"resumed at step {self.step}" if resumed else "starting from scratch"))
-    writer = metric_writers.summary_writer(self.workdir / "tensorboard")
-    if writer is not None and not resumed:  # the hyperparameters once, as a text summary
-      writer.add_text("hparams", "```\n" + self.config.to_json_best_effort(indent=1) + "\n```", 0)
-    if writer is None:
-      self.log("TensorBoard events are not written: they need tensorboardX, which the optional "
-               "[tensorboard] extra installs (metrics.jsonl holds every record)")
+    writer = self._open_writer(resumed)
     bar = tqdm(total=self.h.num_steps, initial=self.step, unit="step", dynamic_ncols=True,
                disable=not self.progress)
     window = []
@@ -512,20 +507,7 @@ class Trainer:
           bar.set_postfix(loss=f"{record['loss']:.4f}")
           window, t0 = [], time.perf_counter()
         if self.step % cfg.eval_every == 0 or self.step == self.h.num_steps:
-          ev = self.evaluate()
-          last = {"step": self.step, **ev}
-          improved = ev["s_val"] > self.best
-          if improved:
-            self.best, self.evals_without_improvement = ev["s_val"], 0
-          else:
-            self.evals_without_improvement += 1
-          self._write(last, writer)
-          if improved:
-            self._save(self.best_ckpt)
-          if self.evals_without_improvement >= cfg.patience:
-            self.log(f"early stopping at step {self.step}: S_val has not improved for "
-                     f"{cfg.patience} evaluations (best {self.best:.4f})")
-            stopped = True
+          last, stopped = self._evaluate_and_keep_best(writer)
         if self.step % cfg.checkpoint_every == 0 or self.step == self.h.num_steps or stopped:
           self._save(self.latest)
         if self.on_step is not None:
@@ -535,6 +517,36 @@ class Trainer:
       if writer is not None:
         writer.close()
     return last or {}
+
+  def _open_writer(self, resumed: bool):
+    """TensorBoard's writer (None without tensorboardX), the hyperparameters written once."""
+    writer = metric_writers.summary_writer(self.workdir / "tensorboard")
+    if writer is not None and not resumed:  # the hyperparameters once, as a text summary
+      writer.add_text("hparams", "```\n" + self.config.to_json_best_effort(indent=1) + "\n```", 0)
+    if writer is None:
+      self.log("TensorBoard events are not written: they need tensorboardX, which the optional "
+               "[tensorboard] extra installs (metrics.jsonl holds every record)")
+    return writer
+
+  def _evaluate_and_keep_best(self, writer) -> tuple[dict, bool]:
+    """Validation at this step: the record written, the best checkpoint kept when S_val
+    improved; returns (record, whether early stopping ends the run)."""
+    cfg = self.config.train
+    ev = self.evaluate()
+    last = {"step": self.step, **ev}
+    improved = ev["s_val"] > self.best
+    if improved:
+      self.best, self.evals_without_improvement = ev["s_val"], 0
+    else:
+      self.evals_without_improvement += 1
+    self._write(last, writer)
+    if improved:
+      self._save(self.best_ckpt)
+    if self.evals_without_improvement >= cfg.patience:
+      self.log(f"early stopping at step {self.step}: S_val has not improved for "
+               f"{cfg.patience} evaluations (best {self.best:.4f})")
+      return last, True
+    return last, False
 
   def close(self):
     try:
