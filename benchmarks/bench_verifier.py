@@ -1,5 +1,5 @@
 """How well does each entailment verifier tell supported from unsupported answers? SceneKB
-validation, labelled claim pairs, ROC AUC and accuracy at eval.tau_ent.
+validation, labelled claim pairs, ROC AUC and accuracy at verify.tau_ent.
 
   python benchmarks/bench_verifier.py [--num_examples=150] [--distractors=4] [--seed=0]
                                       [--cache=/tmp/verifier_logodds.npz]
@@ -173,7 +173,7 @@ def _uptime():
 def main(argv):
   del argv
   cfg = base.get_base_config()
-  tau, max_hops = float(cfg.eval.tau_ent), int(cfg.eval.verifier_graph_hops)
+  tau, max_hops = float(cfg.verify.tau_ent), int(cfg.verify.graph_hops)
   kb = scenekb.load("validation")
   order = np.random.default_rng(_SEED.value).permutation(len(kb.questions))
   used = order if _HOLDOUT.value else order[:_N.value]
@@ -264,7 +264,7 @@ A seeded sample of {_N.value} validation questions, 2 claims each (gold option =
 wrong option = unsupported); premise = gold triples + {_DISTRACTORS.value} distractor triples of
 the instance (see the script's docstring). FIT = even-ranked questions of the sample, EVAL =
 odd-ranked; HELD-OUT = every other validation question. Wrong answers whose words all occur in
-the premise (the hard case for a lexical check): {wrong_in_premise:.0%}. tau = eval.tau_ent.
+the premise (the hard case for a lexical check): {wrong_in_premise:.0%}. tau = verify.tau_ent.
 "supported pass" / "unsupported pass": share of the supported / unsupported claims with
 probability >= tau (the pipeline revises an answer that does not pass).
 
@@ -287,10 +287,10 @@ verifier then rejects, and the answer is revised). Yes/no and free-form answers 
 entity of the premise always score 0 under the graph verifier.
 
 FIT AUC of the decoder's features: logit P(yes | evidence) {fit_auc[0]:.3f}, contrastive
-{fit_auc[1]:.3f}. Fitted on FIT (configs/base.py): `eval.verifier_platt = ({shipped[0]:.4f},
-{shipped[1]:.4f})`, `eval.verifier_contrastive = {contrastive}` (the better FIT feature; plain:
+{fit_auc[1]:.3f}. Fitted on FIT (configs/base.py): `verify.platt = ({shipped[0]:.4f},
+{shipped[1]:.4f})`, `verify.contrastive = {contrastive}` (the better FIT feature; plain:
 ({platt[0]:.4f}, {platt[1]:.4f}), contrastive: ({platt_c[0]:.4f}, {platt_c[1]:.4f})),
-`eval.verifier_graph_decay = {decay}`.
+`verify.graph_decay = {decay}`.
 """
   print(text)
   if _MARKDOWN.value:

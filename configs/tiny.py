@@ -37,6 +37,6 @@ def get_config():
   c.router.router_dim = 16
   c.fusion.dim = 32
   c.retrieval.second_round = "template"  # the random decoder has no tokenizer to write queries
-  c.eval.max_new_tokens = 8  # a random decoder rarely stops on its own
-  c.eval.verify_evidence = 4  # byte-level prompts: 4 triples keep verification rows short
+  c.decode.max_new_tokens = 8  # a random decoder rarely stops on its own
+  c.verify.max_evidence = 4  # byte-level prompts: 4 triples keep verification rows short
   return c

@@ -11,7 +11,9 @@ these (`configs/base.py`, `configs/smollm2.py`) and override what they change. S
   retrieval  bounded subgraph retrieval
   grail      gap-aware query steering
   train      optimisation of the trainable (non-backbone) parameters
-  eval       evaluation settings
+  correct    corrective retrieval
+  verify     claim verification
+  decode     answer generation
 """
 
 import ml_collections
@@ -170,16 +172,16 @@ def _train() -> ml_collections.ConfigDict:
   return s
 
 
-def _eval() -> ml_collections.ConfigDict:
-  """The `eval` section of `base_config`."""
+def _correct() -> ml_collections.ConfigDict:
+  """The `correct` section of `base_config`: corrective retrieval (pipeline/correct.py)."""
   s = ml_collections.ConfigDict()
   s.tau_eval = 0.6
-  # Corrective retrieval (pipeline/correct.py). Evaluator score = weighted mean of relevance
-  # (mean cosine of the top_k edges mapped linearly from [floor, ceiling] to [0, 1]), coverage
-  # (share of the question's pool-entity mentions among the subgraph's nodes) and reach (1 when
-  # expansion expanded every endpoint of the top_k edges). Calibrated on SceneKB validation: the
-  # median question-to-non-gold-triple cosine is 0.18 (floor), equal weights flag 16% of
-  # template-round-2 subgraphs (gold recall 0.94 vs 0.98 for the rest).
+  # Evaluator score = weighted mean of relevance (mean cosine of the top_k edges mapped
+  # linearly from [floor, ceiling] to [0, 1]), coverage (share of the question's pool-entity
+  # mentions among the subgraph's nodes) and reach (1 when expansion expanded every endpoint of
+  # the top_k edges). Calibrated on SceneKB validation: the median question-to-non-gold-triple
+  # cosine is 0.18 (floor), equal weights flag 16% of template-round-2 subgraphs (gold recall
+  # 0.94 vs 0.98 for the rest).
   s.relevance_top_k = 3
   s.relevance_floor = 0.2
   s.relevance_ceiling = 0.8
@@ -195,33 +197,45 @@ def _eval() -> ml_collections.ConfigDict:
   # Prior mean seconds per action (one pseudo-observation; measured times are averaged in).
   s.prior_seconds = ml_collections.ConfigDict(dict(
       expansion_boost=0.001, query_reformulation=0.05, verbalization_repair=1.0))
+  return s
+
+
+def _verify() -> ml_collections.ConfigDict:
+  """The `verify` section of `base_config`: claim verification (pipeline/verify.py)."""
+  s = ml_collections.ConfigDict()
   s.tau_ent = 0.7
-  # The entailment judge of verification (pipeline/verify.py `from_config`):
+  # The entailment judge (pipeline/judges.py `from_config`):
   #   "graph"               GraphVerifier, no model: the answer must be an entity of a premise
   #                         triple from which a path of triples reaches the question's named
   #                         entity; P = the share of question words such paths cover
   #   "decoder"             the frozen decoder asked yes/no (DecoderJudge: P(yes) over yes/no)
-  #   "decoder_calibrated"  the same judge Platt-scaled with verifier_platt / _contrastive
+  #   "decoder_calibrated"  the same judge Platt-scaled with platt / contrastive
   #   "nli:<folder>"        a local sequence-classification NLI model (transformers format)
   # Default by ROC AUC on SceneKB validation (benchmarks/verifier.md, 146 held-out questions):
   # graph 0.989 (accuracy 0.990 at tau_ent); the embedded SmolLM2-135M judge is at chance, raw
   # 0.536 (P(yes) ~0.05 for supported and unsupported claims alike, so nothing passes tau_ent),
   # calibrated contrastive 0.521.
-  s.verifier = "graph"
-  # "decoder_calibrated": P = sigmoid(a * x + b), (a, b) = verifier_platt, x = logit P(yes |
-  # evidence, claim), minus logit P(yes | no evidence, claim) when verifier_contrastive. Fitted
-  # (verify.fit_platt) on the FIT half of 150 SceneKB validation questions for the embedded
-  # SmolLM2-135M-Instruct, the feature with the better FIT AUC (contrastive 0.533 vs 0.511);
-  # reproduce with `python benchmarks/bench_verifier.py` (its last lines). Near a = 0 the
-  # output is ~0.5 for every claim: the judge carries no signal to calibrate.
-  s.verifier_platt = (0.2435, 0.0698)
-  s.verifier_contrastive = True
+  s.judge = "graph"
+  # "decoder_calibrated": P = sigmoid(a * x + b), (a, b) = platt, x = logit P(yes | evidence,
+  # claim), minus logit P(yes | no evidence, claim) when contrastive. Fitted (verify.fit_platt)
+  # on the FIT half of 150 SceneKB validation questions for the embedded SmolLM2-135M-Instruct,
+  # the feature with the better FIT AUC (contrastive 0.533 vs 0.511); reproduce with
+  # `python benchmarks/bench_verifier.py` (its last lines). Near a = 0 the output is ~0.5 for
+  # every claim: the judge carries no signal to calibrate.
+  s.platt = (0.2435, 0.0698)
+  s.contrastive = True
   # "graph": credit factor for each triple a path passes through that the question does not ask
   # for (no new question word, not an is-a step); every value in 0..1 ties on validation
   # (FIT AUC 0.993), 0.5 = half credit per detour.
-  s.verifier_graph_decay = 0.5
-  s.verifier_graph_hops = 3  # at most this many triples per path (answer -> named entity)
-  s.verify_evidence = 10  # triples the verifier reads and a revision may use
+  s.graph_decay = 0.5
+  s.graph_hops = 3  # at most this many triples per path (answer -> named entity)
+  s.max_evidence = 10  # triples the verifier reads and a revision may use
+  return s
+
+
+def _decode() -> ml_collections.ConfigDict:
+  """The `decode` section of `base_config`: answer generation (pipeline/decode.py)."""
+  s = ml_collections.ConfigDict()
   s.max_new_tokens = 32
   return s
 
@@ -277,7 +291,9 @@ def base_config() -> ml_collections.ConfigDict:
   c.retrieval = _retrieval()
   c.grail = _grail()
   c.train = _train()
-  c.eval = _eval()
+  c.correct = _correct()
+  c.verify = _verify()
+  c.decode = _decode()
   c.mesh = _mesh()
   c.ablation = _ablation()
   c.baseline = _baseline()
@@ -293,5 +309,5 @@ def embedded_config() -> ml_collections.ConfigDict:
   # 15-token query costs more than the rest of a question's online latency.
   c.retrieval.second_round = "template"
   # SceneKB answers are a word or two; 16 new tokens bound a question's decoding time.
-  c.eval.max_new_tokens = 16
+  c.decode.max_new_tokens = 16
   return c

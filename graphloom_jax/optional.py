@@ -6,7 +6,7 @@ TFDS datasets) needs only the runtime requirements. Four paths need more:
   extra          modules                       what needs them
   [scann]        scann                         retrieval.index.ScannIndex (retrieval.index="scann")
   [beam]         apache_beam                   data.beam_graphs (graph building on Beam runners)
-  [nli]          torch                         verify.NLIVerifier (eval.verifier="nli:..."), REBEL
+  [nli]          torch                         verify.NLIVerifier (verify.judge="nli:..."), REBEL
   [tensorboard]  tensorboardX                  TensorBoard events beside a run's metrics.jsonl
 
 `require` imports such a module or fails with an ImportError that names the extra to install.

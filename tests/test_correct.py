@@ -58,13 +58,13 @@ def selector():
       expansion_boost=0.001, query_reformulation=0.05, verbalization_repair=1.0))
 
 
-def config(**eval_overrides):
+def config(**correct_overrides):
   c = base.get_base_config()
-  c.eval.tau_eval = 0.6
-  c.eval.boost_ratio = 1.5
-  c.eval.repair_synonyms = 2
-  for k, v in eval_overrides.items():
-    c.eval[k] = v
+  c.correct.tau_eval = 0.6
+  c.correct.boost_ratio = 1.5
+  c.correct.repair_synonyms = 2
+  for k, v in correct_overrides.items():
+    c.correct[k] = v
   return c
 
 
@@ -152,13 +152,13 @@ def test_evaluator_by_hand_missing_mention_and_weights():
 def test_from_config_reads_the_eval_section():
   c = base.get_base_config()
   e = C.RetrievalEvaluator.from_config(c)
-  assert (e.top_k, e.floor, e.ceiling) == (c.eval.relevance_top_k, c.eval.relevance_floor,
-                                           c.eval.relevance_ceiling)
-  assert e.weights == (c.eval.relevance_weight, c.eval.coverage_weight, c.eval.reach_weight)
+  assert (e.top_k, e.floor, e.ceiling) == (c.correct.relevance_top_k, c.correct.relevance_floor,
+                                           c.correct.relevance_ceiling)
+  assert e.weights == (c.correct.relevance_weight, c.correct.coverage_weight, c.correct.reach_weight)
   s = C.CorrectionSelector.from_config(c)
-  assert s.cost_weight == c.eval.cost_weight
-  assert s.repair_coverage_share == c.eval.repair_coverage_share
-  assert {a: s.seconds(a) for a in C.ACTIONS} == dict(c.eval.prior_seconds)
+  assert s.cost_weight == c.correct.cost_weight
+  assert s.repair_coverage_share == c.correct.repair_coverage_share
+  assert {a: s.seconds(a) for a in C.ACTIONS} == dict(c.correct.prior_seconds)
 
 
 def ev_of(relevance, coverage, reach, saturation):

@@ -26,7 +26,7 @@ DATA = pathlib.Path(__file__).resolve().parent / "data"
 def system():
   cfg = tiny.get_config()
   cfg.graph.singularize = False
-  cfg.eval.max_new_tokens = 4
+  cfg.decode.max_new_tokens = 4
   dec = decoder_lib.from_config(cfg.model)
   return GraphLoom(cfg, dec, HashEmbed(), graphloom.new_heads(cfg, dec, 16, seed=1),
                    kb_sources=[])

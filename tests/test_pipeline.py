@@ -112,7 +112,7 @@ def test_failed_claim_triggers_exactly_one_revision(parts):
   assert len(calls) == 2 and len(verifier.calls) == 2  # answer + one revision, never more
   assert not a.supported and a.claims[0].probability == pytest.approx(0.2)
   premise = verifier.calls[0][0].split("\n")
-  assert len(premise) <= system.config.eval.verify_evidence
+  assert len(premise) <= system.config.verify.max_evidence
   assert set(premise) <= {t.verbalize() for t in a.retrieved}
   # the revision prompt lists only the verified evidence
   revision_text = system.fmt.tok.decode(calls[1][0])
@@ -209,7 +209,7 @@ def test_prompts_fit_the_decoder_context(parts):
   system.decoder.generate_ids = lambda ids, *a, **k: seen.append(ids) or original(ids, *a, **k)
   a = system.answer(q.question, kb.scene_graph(q.extra["instance_id"]), mode="flat_rag")
   prompt = seen[0][0]
-  assert len(prompt) + cfg.eval.max_new_tokens <= 192
+  assert len(prompt) + cfg.decode.max_new_tokens <= 192
   text = system.fmt.tok.decode(prompt)
   shown = [t for t in a.retrieved[:cfg.memory.bank_size // 2] if f"{t.verbalize()}." in text]
   assert 0 < len(shown) < cfg.memory.bank_size // 2

@@ -53,10 +53,10 @@ def test_rows_metrics_and_report(bench, tmp_path):
   out = tmp_path / "results"
   rows_dir = out / "rows" / "test-6" / "seed0"
   rows_dir.mkdir(parents=True)
-  config = scenekb_rows.configured(cfg, {"eval.tau_ent": scenekb_rows.Scale(0.8),
+  config = scenekb_rows.configured(cfg, {"verify.tau_ent": scenekb_rows.Scale(0.8),
                                             "ablation.router": "uniform"})
-  assert config.eval.tau_ent == pytest.approx(0.8 * cfg.eval.tau_ent)
-  assert cfg.eval.tau_ent == tiny.get_config().eval.tau_ent  # the base config is not changed
+  assert config.verify.tau_ent == pytest.approx(0.8 * cfg.verify.tau_ent)
+  assert cfg.verify.tau_ent == tiny.get_config().verify.tau_ent  # the base config is not changed
   uniform = GraphLoom(config, system.decoder, system.embedder, system.heads,
                       kb_sources=system.kb_sources)
   u = scenekb_rows.run_row(uniform, kb, questions[:3], "graphloom", truth, batch=3,

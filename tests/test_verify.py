@@ -12,6 +12,7 @@ import transformers
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.models import llama
 from graphloom_jax.models.tokenizer import Tokenizer
+from graphloom_jax.pipeline import judges as J
 from graphloom_jax.pipeline import verify as V
 from graphloom_jax.pipeline import prompts
 
@@ -209,10 +210,10 @@ def test_nli_verifier_matches_manual_softmax_and_permuted_labels(tmp_path):
 
 
 def test_nli_label_lookup():
-  assert V._entailment_index({0: "ENTAILMENT", 1: "not_entailment"}) == 0
-  assert V._entailment_index({"0": "Non-Entailment", "1": "Entailed"}) == 1
+  assert J._entailment_index({0: "ENTAILMENT", 1: "not_entailment"}) == 0
+  assert J._entailment_index({"0": "Non-Entailment", "1": "Entailed"}) == 1
   with pytest.raises(ValueError, match="contradiction.*neutral"):
-    V._entailment_index({0: "contradiction", 1: "neutral", 2: "LABEL_2"})
+    J._entailment_index({0: "contradiction", 1: "neutral", 2: "LABEL_2"})
   hf = _minilm_hf()
   with pytest.raises(ValueError, match="LABEL_0"):
     V.NLIVerifier(_tiny_nli(hf, {0: "LABEL_0", 1: "LABEL_1"}), hf)
@@ -444,40 +445,40 @@ def test_graph_verifier_sentences_and_edge_cases():
 def test_verifier_from_config(tmp_path):
   from graphloom_jax.configs import base, tiny
   from graphloom_jax.pipeline import GraphLoom
-  cfg = base.get_base_config().eval
+  cfg = base.get_base_config().verify
   dec = _tiny_decoder(300, seed=1)
   tok = prompts.ByteTokenizer(300)
-  cfg.verifier = "decoder"
+  cfg.judge = "decoder"
   assert type(V.from_config(cfg, dec, tok)) is V.DecoderJudge
-  cfg.verifier = "decoder_calibrated"
-  cfg.verifier_platt, cfg.verifier_contrastive = (2.0, -1.0), True
+  cfg.judge = "decoder_calibrated"
+  cfg.platt, cfg.contrastive = (2.0, -1.0), True
   judge = V.from_config(cfg, dec, tok)
   assert isinstance(judge, V.CalibratedJudge)
   assert (judge.a, judge.b, judge.contrastive) == (2.0, -1.0, True)
-  cfg.verifier = "graph"
-  cfg.verifier_graph_decay, cfg.verifier_graph_hops = 0.3, 2
+  cfg.judge = "graph"
+  cfg.graph_decay, cfg.graph_hops = 0.3, 2
   graph = V.from_config(cfg, dec, tok)
   assert isinstance(graph, V.GraphVerifier) and (graph.decay, graph.max_hops) == (0.3, 2)
   hf = _minilm_hf()
   _tiny_nli(hf).save_pretrained(tmp_path)
   hf.save_pretrained(tmp_path)
-  cfg.verifier = f"nli:{tmp_path}"
+  cfg.judge = f"nli:{tmp_path}"
   assert isinstance(V.from_config(cfg, dec, tok), V.NLIVerifier)
   for bad in ("bogus", "nli:", "Graph", None):
-    cfg.verifier = bad
-    with pytest.raises(ValueError, match=r"verifier=.*expected one of 'decoder', "
+    cfg.judge = bad
+    with pytest.raises(ValueError, match=r"judge=.*expected one of 'decoder', "
                                          r"'decoder_calibrated', 'graph', 'nli:<folder>'"):
       V.from_config(cfg, dec, tok)
-  cfg.verifier = "graph"
-  cfg.verifier_platt = (1.0,)
-  with pytest.raises(ValueError, match="verifier_platt"):
+  cfg.judge = "graph"
+  cfg.platt = (1.0,)
+  with pytest.raises(ValueError, match="platt"):
     V.from_config(cfg, dec, tok)  # checked even while unused
-  cfg.verifier_platt = (1.0, 0.0)
-  cfg.verifier_graph_decay = -1.0
+  cfg.platt = (1.0, 0.0)
+  cfg.graph_decay = -1.0
   with pytest.raises(ValueError, match="decay"):
     V.from_config(cfg, dec, tok)
 
-  # GraphLoom builds its verifier from config.eval.verifier
+  # GraphLoom builds its verifier from config.verify.judge
   class Embed:
     def embed(self, texts):
       return np.ones((len(texts), 8), np.float32) / np.sqrt(8)
@@ -486,8 +487,8 @@ def test_verifier_from_config(tmp_path):
   tiny_dec = decoder_lib.from_config(full.model)
   for name, kind in (("graph", V.GraphVerifier), ("decoder", V.DecoderJudge),
                      ("decoder_calibrated", V.CalibratedJudge)):
-    full.eval.verifier = name
+    full.verify.judge = name
     assert type(GraphLoom(full, tiny_dec, Embed()).verifier) is kind
-  full.eval.verifier = "nli-deberta"
+  full.verify.judge = "nli-deberta"
   with pytest.raises(ValueError, match="'nli-deberta'; expected one of"):
     GraphLoom(full, tiny_dec, Embed())

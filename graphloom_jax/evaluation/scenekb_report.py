@@ -184,7 +184,7 @@ def _sensitivity(path, rows):
     return None
   fig, axes = plt.subplots(1, 2, figsize=(10, 4))
   drawn = False
-  keys = ("graph.tau_edge", "graph.tau_kb", "eval.tau_eval", "eval.tau_ent")
+  keys = ("graph.tau_edge", "graph.tau_kb", "eval.tau_eval", "eval.tau_ent")  # row labels
   for k, key in enumerate(keys):
     pts = [(1.0, ref)]
     for f in (0.8, 1.2):

@@ -35,6 +35,10 @@ class Scale(float):
     return f"x{float(self)}"
 
 
+# The thresholds the sensitivity rows scale: row label -> config key. The labels name the keys
+# as the committed rows were written (before `eval` was split into correct / verify / decode).
+SENSITIVITY = {"graph.tau_edge": "graph.tau_edge", "graph.tau_kb": "graph.tau_kb",
+               "eval.tau_eval": "correct.tau_eval", "eval.tau_ent": "verify.tau_ent"}
 MAIN = [("symbolic", "symbolic", {}), ("no_retrieval", "no_retrieval", {}),
         ("flat_rag", "flat_rag", {}), ("graphloom", "graphloom", {})]
 
@@ -67,9 +71,8 @@ GROUPS = {
                  for f in ("retrieval_score", "context", "conf_ext", "centrality")],
     "knowledge": [("-KB", "graphloom", {"graph.kb_hops": 0}),
                   ("flat_rag -KB", "flat_rag", {"graph.kb_hops": 0})],
-    "sensitivity": [(f"{k} x{f}", "graphloom", {k: Scale(f)}) for k in
-                    ("graph.tau_edge", "graph.tau_kb", "eval.tau_eval", "eval.tau_ent")
-                    for f in (0.8, 1.2)],
+    "sensitivity": [(f"{label} x{f}", "graphloom", {key: Scale(f)})
+                    for label, key in SENSITIVITY.items() for f in (0.8, 1.2)],
 }
 
 

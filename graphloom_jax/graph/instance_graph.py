@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 import networkx as nx
 
 from graphloom_jax.graph import enrich
-from graphloom_jax.graph.canonical import Canonicalizer, canonicalize
+from graphloom_jax.graph.canonical import Canonicalizer, canonicalize, merge_duplicates
 from graphloom_jax.graph.triples import Triple
 
 
@@ -36,8 +36,14 @@ def build_instance_graph(triples: Iterable[Triple], tau_edge: float = 0.5,
   kept = filter_edges(triples, tau_edge)
   if canonical:
     kept = canonicalize(kept, canonicalizer)
+  return graph_of(kept)
+
+
+def graph_of(triples: Iterable[Triple]) -> nx.MultiDiGraph:
+  """The MultiDiGraph of triples already filtered, canonical and merged (see
+  `build_instance_graph`)."""
   g = nx.MultiDiGraph()
-  for t in sorted(kept, key=Triple.sort_key):
+  for t in sorted(triples, key=Triple.sort_key):
     key = t.relation
     if g.has_edge(t.subject, t.object, key):
       key = f"{t.relation}@{t.provenance.instance}"
@@ -64,4 +70,7 @@ def build(extracted: Sequence[Triple], *, tau_edge: float, tau_kb: float, kb_hop
   kb = enrich.enrich(entities, kb_sources, tau_kb=tau_kb, hops=kb_hops,
                      max_per_entity=kb_max_per_entity, instance=instance_id,
                      existing=kept) if kb_sources else []
-  return build_instance_graph(kept + kb, tau_edge=tau_edge, canonicalizer=canon), canon
+  # Each triple is filtered and named once: `kept` already is; the knowledge facts pass the
+  # same tau_edge rule (a source not named "kb:..." counts as extracted) and get canonical names.
+  merged = merge_duplicates(kept + [canon.triple(t) for t in filter_edges(kb, tau_edge)])
+  return graph_of(merged), canon

@@ -149,7 +149,7 @@ class RetrievalEvaluator:
 
   @classmethod
   def from_config(cls, config) -> "RetrievalEvaluator":
-    e = config.eval
+    e = config.correct
     return cls(e.relevance_top_k, e.relevance_floor, e.relevance_ceiling, e.relevance_weight,
                e.coverage_weight, e.reach_weight)
 
@@ -351,6 +351,13 @@ def verbalization_repair(question: str, question_embedding: np.ndarray, subgraph
 # --------------------------------------------------------------------------------------------
 
 
+def check_settings(correct_cfg) -> None:
+  """The actions' settings of the `correct` section: boost_ratio >= 1, repair_synonyms >= 0."""
+  if correct_cfg.boost_ratio < 1 or correct_cfg.repair_synonyms < 0:
+    raise ValueError(f"config.correct.boost_ratio={correct_cfg.boost_ratio} must be >= 1 and "
+                     f"correct.repair_synonyms={correct_cfg.repair_synonyms} >= 0")
+
+
 class CorrectionSelector:
   """Picks one action by expected utility minus cost (rule in the module docstring) and keeps
   each action's running mean wall time, starting from a prior observation."""
@@ -367,7 +374,10 @@ class CorrectionSelector:
 
   @classmethod
   def from_config(cls, config) -> "CorrectionSelector":
-    e = config.eval
+    """The selector of the config's `correct` section, every action's setting checked now
+    rather than when the action first fires."""
+    e = config.correct
+    check_settings(e)
     return cls(e.cost_weight, dict(e.prior_seconds), e.repair_coverage_share)
 
   def seconds(self, action: str) -> float:
@@ -397,7 +407,7 @@ def correct(question: str, question_embedding: np.ndarray, subgraph: Subgraph,
             ) -> tuple[Subgraph, Correction]:
   """Corrective retrieval of one question's subgraph (at most one action, never repeated).
 
-  score >= eval.tau_eval: the subgraph is returned (marked) with Correction(action=None).
+  score >= correct.tau_eval: the subgraph is returned (marked) with Correction(action=None).
   Else the selector's action runs once, its result is scored (score_after), and the subgraph
   with the higher evaluator score is returned (the action's on ties); details["kept"] says
   which ("corrected" or "original"). A subgraph already marked by `correct`
@@ -405,11 +415,11 @@ def correct(question: str, question_embedding: np.ndarray, subgraph: Subgraph,
 
   writer: the query writer for query_reformulation (e.g. retrieval.factory.query_writer(config);
   None: retriever.query_writer, the retriever's template writer when it has no other).
-  config: reads eval.tau_eval, eval.boost_ratio, eval.repair_synonyms.
+  config: reads correct.tau_eval, correct.boost_ratio, correct.repair_synonyms.
   wordnet: synonyms for verbalization_repair (None: the committed excerpt)."""
   t0 = time.perf_counter()
   pool, rc = retriever.pool, retriever.config
-  tau = config.eval.tau_eval
+  tau = config.correct.tau_eval
   ev = evaluator(question, question_embedding, subgraph, pool, rc)
   if MARK in subgraph.timings:
     return subgraph, Correction(ev.score, tau, None, details={
@@ -421,17 +431,17 @@ def correct(question: str, question_embedding: np.ndarray, subgraph: Subgraph,
   action, utilities = selector.select(ev)
   t1 = time.perf_counter()
   if action == "expansion_boost":
-    new = expansion_boost(question_embedding, subgraph, retriever, config.eval.boost_ratio)
+    new = expansion_boost(question_embedding, subgraph, retriever, config.correct.boost_ratio)
   elif action == "query_reformulation":
     new = query_reformulation(question, question_embedding, subgraph, ev, retriever, embedder,
                               writer if writer is not None else retriever.query_writer)
   else:
     new = verbalization_repair(question, question_embedding, subgraph, retriever, embedder,
-                               wordnet or default_wordnet(), config.eval.repair_synonyms)
+                               wordnet or default_wordnet(), config.correct.repair_synonyms)
   seconds = time.perf_counter() - t1
   selector.record(action, seconds)
   if action == "expansion_boost":
-    rc = dataclasses.replace(rc, n_max=boosted_n_max(rc, config.eval.boost_ratio))
+    rc = dataclasses.replace(rc, n_max=boosted_n_max(rc, config.correct.boost_ratio))
   after = evaluator(question, question_embedding, new, pool, rc)
   kept = "corrected" if after.score >= ev.score else "original"
   out = new if kept == "corrected" else subgraph

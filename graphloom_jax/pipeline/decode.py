@@ -166,6 +166,13 @@ def score_text_options(backbone_def, backbone_state, prompts: list[list[int]],
       placed_o["opt"], placed_o["valid"], placed_o["row"]), n)
 
 
+def check_settings(decode_cfg) -> None:
+  """The `decode` section: max_new_tokens a positive integer."""
+  n = decode_cfg.max_new_tokens
+  if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+    raise ValueError(f"config.decode.max_new_tokens={n!r}; expected an integer >= 1")
+
+
 def generate(decoder: decoder_lib.Decoder, prompt_ids, max_new_tokens: int, *,
              mesh: jax.sharding.Mesh | None = None, arrays=None, memory_fn=None,
              first_layer: int = -1, sparse: llama.SparseSpec | None = None

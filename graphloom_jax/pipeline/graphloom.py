@@ -24,7 +24,7 @@ evidence. Read top to bottom, this is the system:
                         the answer steps, with gates and sources), claims, correction, timings
 
 Verified evidence (what the revision may use): the triples the answer cited (routed at its
-answer steps) followed by the best-scored remaining triples of the subgraph, `eval.verify_evidence`
+answer steps) followed by the best-scored remaining triples of the subgraph, `verify.max_evidence`
 in all; the same list is the verifier's premise. The revision's prompt lists only these
 triples (`verify.revision_prompt`) and, in GraphLoom mode, its memory holds only their slots.
 """
@@ -128,11 +128,9 @@ class GraphLoom:
     self.kb_sources = list(kb_sources)
     self.wordnet = wordnet
     self.evaluator = correct_lib.RetrievalEvaluator.from_config(config)
-    # The actions' settings are checked now rather than when an action first fires.
-    if config.eval.boost_ratio < 1 or config.eval.repair_synonyms < 0:
-      raise ValueError(f"config.eval.boost_ratio={config.eval.boost_ratio} must be >= 1 and "
-                       f"eval.repair_synonyms={config.eval.repair_synonyms} >= 0")
     self.selector = correct_lib.CorrectionSelector.from_config(config)
+    decode.check_settings(config.decode)
+    verify_lib.check_settings(config.verify)
     self.sparse = llama.SparseSpec.from_config(config.memory)
     self.first_layer = config.memory.first_layer
     self.subgraph_config = sg.SubgraphConfig.from_config(config.retrieval)
@@ -152,9 +150,9 @@ class GraphLoom:
       self._mode_heads["graphloom"] = (self.decode_heads, self._heads_def, self._heads_state)
 
   def _default_verifier(self):
-    """The judge config.eval.verifier names ("decoder", "decoder_calibrated", "graph" or
+    """The judge config.verify.judge names ("decoder", "decoder_calibrated", "graph" or
     "nli:<folder>"; `verify.from_config`), over this decoder and its prompt tokenizer."""
-    return verify_lib.from_config(self.config.eval, self.decoder, self.fmt.tok)
+    return verify_lib.from_config(self.config.verify, self.decoder, self.fmt.tok)
 
   @classmethod
   def from_config(cls, config, heads: str | None = None,
@@ -364,9 +362,9 @@ class GraphLoom:
 
   def _fit(self, it: Prepared, make_ids, lines: Sequence[str]) -> tuple[list[int], int]:
     """Prompt ids from `make_ids(lines[:n])` with the largest n whose prompt leaves room for
-    eval.max_new_tokens in the decoder's context (evidence in the prompt is cut from its end,
+    decode.max_new_tokens in the decoder's context (evidence in the prompt is cut from its end,
     the lowest-scored triples first), and that n."""
-    room = self.decoder.max_seq_len - self.config.eval.max_new_tokens
+    room = self.decoder.max_seq_len - self.config.decode.max_new_tokens
     n = len(lines)
     ids = make_ids(lines)
     while len(ids) > room and n > 0:
@@ -375,7 +373,7 @@ class GraphLoom:
     if len(ids) > room:
       raise ValueError(f"question {it.question!r}: its prompt has {len(ids)} tokens, more than "
                        f"the {room} the decoder's context of {self.decoder.max_seq_len} leaves "
-                       f"for eval.max_new_tokens={self.config.eval.max_new_tokens}")
+                       f"for decode.max_new_tokens={self.config.decode.max_new_tokens}")
     return ids, n
 
   def _prompt(self, it: Prepared, mode: str) -> list[int]:
@@ -410,7 +408,7 @@ class GraphLoom:
                     first_layer=self.first_layer, sparse=self.sparse)
     elif self.sparse is not None:
       kwargs = dict(sparse=self.sparse)
-    return decode.generate(self.decoder, prompt_ids, self.config.eval.max_new_tokens,
+    return decode.generate(self.decoder, prompt_ids, self.config.decode.max_new_tokens,
                            mesh=self.mesh, **kwargs)
 
   def _decode(self, items: list[Prepared], mode: str, arrays=None) -> None:
@@ -501,12 +499,12 @@ class GraphLoom:
       return []
     cited = [it.evidence.triples.index(c.triple) for c in it.cited]
     rest = [i for i in range(len(it.evidence.triples)) if i not in cited]
-    return (cited + rest)[:self.config.eval.verify_evidence]
+    return (cited + rest)[:self.config.verify.max_evidence]
 
   def _check(self, it: Prepared, lines: list[str]) -> list[Claim]:
     try:
       return verify_lib.verify(it.question, it.text, lines, self.verifier,
-                               self.config.eval.tau_ent)
+                               self.config.verify.tau_ent)
     except RuntimeError as e:
       raise RuntimeError(f"verification of question {it.question!r} failed: {e}") from e
 

@@ -64,7 +64,7 @@ class Claim:
   """An atomic claim of the answer and its entailment by the evidence."""
   text: str
   probability: float  # P(entailed | evidence)
-  supported: bool  # probability >= eval.tau_ent
+  supported: bool  # probability >= verify.tau_ent
 
   def to_json(self) -> dict[str, Any]:
     return dataclasses.asdict(self)
@@ -75,7 +75,7 @@ class Correction:
   """What corrective retrieval did: the evaluator's score, and the action taken (or None when
   the score was at or above tau_eval)."""
   score: float  # evaluator score of the first subgraph
-  threshold: float  # eval.tau_eval
+  threshold: float  # correct.tau_eval
   action: str | None  # "expansion_boost", "query_reformulation", "verbalization_repair" or None
   score_after: float | None = None  # evaluator score of the corrected subgraph
   utilities: dict[str, float] = dataclasses.field(default_factory=dict)  # per action, net

@@ -38,7 +38,8 @@ from graphloom_jax.pipeline import prompts
 
 FEATURES_VERSION = 3  # bump when featurize's output changes: it keys the on-disk cache
 # Config sections whose values change the features (the cache key includes them).
-FEATURE_SECTIONS = ("graph", "retrieval", "memory", "fusion", "eval", "embedder")
+FEATURE_SECTIONS = ("graph", "retrieval", "memory", "fusion", "correct", "verify", "decode",
+                    "embedder")
 _EXTRA = ("instance_id", "options", "answer_index", "gold_triples")
 PREPARE_CHUNK = 64  # questions per pipeline call (bounds the batched query writer's work)
 
