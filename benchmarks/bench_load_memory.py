@@ -8,7 +8,7 @@ Measured per load: the process's peak resident memory (VmHWM) minus its resident
 before the load, against the loaded model's bytes and the largest tensor of the file. Loads:
   streaming   `load_decoder(path, dtype)`: tensor by tensor into the target dtype and devices;
   eager       `weights.load(path)` (the whole checkpoint as float32 host arrays, the form
-              conversion uses) then `llama.from_params`;
+              conversion uses) then `weights.from_params`;
   compare     `load_decoder` of the graphloom_jax package found in --compare_tree (an older
               checkout, e.g. `git archive <commit> | tar -x -C DIR`), when given.
 The acceptance bound for streaming is 1.3 x model bytes + the largest tensor.
@@ -93,9 +93,9 @@ def child(mode: str, path: str, dtype: str) -> dict:
   before_rss, before_peak = _status_kb("VmRSS"), _status_kb("VmHWM")
   start = time.perf_counter()
   if mode == "eager":
-    from graphloom_jax.models import decoder, llama, weights
+    from graphloom_jax.models import decoder, weights
     _, config, params = weights.load(path)
-    model = llama.from_params(config, params, decoder.DTYPES[dtype])
+    model = weights.from_params(config, params, decoder.DTYPES[dtype])
     del params
   else:
     model = load_decoder(path, dtype).model

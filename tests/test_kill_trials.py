@@ -1,5 +1,5 @@
-"""benchmarks/kill_trials.py itself: one index trial end to end (the full 20-trial run of every
-kind is too slow for the suite; its figures are in benchmarks/kill_trials.md)."""
+"""benchmarks/robustness/kill_trials.py itself: one index trial end to end (the full 20-trial run of every
+kind is too slow for the suite; its figures are in benchmarks/robustness/kill_trials.md)."""
 
 import pathlib
 import re
@@ -11,7 +11,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 def test_one_index_kill_trial_loads_the_old_or_new_version(tmp_path):
   out = tmp_path / "kill.md"
-  proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kill_trials.py"),
+  proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "robustness" / "kill_trials.py"),
                          "--trials=1", "--kinds=index", f"--workdir={tmp_path / 'work'}",
                          f"--output={out}"], cwd=tmp_path, capture_output=True, text=True,
                         timeout=600)
@@ -23,7 +23,7 @@ def test_one_index_kill_trial_loads_the_old_or_new_version(tmp_path):
 
 
 def test_unknown_kind_is_a_usage_error(tmp_path):
-  proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kill_trials.py"),
+  proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "robustness" / "kill_trials.py"),
                          "--kinds=index,bogus"], cwd=tmp_path, capture_output=True, text=True,
                         timeout=300)
   assert proc.returncode != 0 and "--kinds: unknown ['bogus']" in proc.stderr

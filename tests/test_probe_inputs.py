@@ -1,4 +1,4 @@
-"""benchmarks/probe_inputs.py without its launcher probes (those are subprocesses; the launcher
+"""benchmarks/robustness/probe_inputs.py without its launcher probes (those are subprocesses; the launcher
 flags have their own tests): no probe may end as a silent wrong result or a crash."""
 
 import pathlib
@@ -10,7 +10,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def test_library_probes_give_no_silent_wrong_result_and_no_crash(tmp_path):
-  proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "probe_inputs.py"),
+  proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "robustness" / "probe_inputs.py"),
                          "--launchers=false"], cwd=tmp_path, capture_output=True, text=True,
                         timeout=600)
   total = re.search(r"\| \*\*all\*\* \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|",

@@ -86,7 +86,7 @@ def test_nan_weights_rejected():
   params = {k: np.ones(s, np.float32) for k, s in cfg.param_shapes().items()}
   params["wq"][0, 0, 0, 0] = np.nan
   with pytest.raises(ValueError, match="'wq' contains NaN"):
-    llama.from_params(cfg, params)
+    weights.from_params(cfg, params)
 
 
 def test_orbax_checkpoint_in_an_older_layout(tmp_path):

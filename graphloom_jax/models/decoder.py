@@ -419,7 +419,7 @@ def load_decoder(path: str | os.PathLike, dtype: str = "float32",
   checkpoint written by `launch/convert.py`, or "embedded" (SmolLM2-135M-Instruct).
 
   Tensors stream from the file one at a time straight into `dtype` and onto the devices
-  (`llama.load_params`); with `mesh` (a `jax.sharding.Mesh` with axes "data" and "model", of
+  (`weights.load_params`); with `mesh` (a `jax.sharding.Mesh` with axes "data" and "model", of
   Auto or Explicit axis types: `jax.make_mesh`'s default works) each parameter is placed under
   its `llama.PARTITIONS` sharding."""
   if dtype not in DTYPES:
@@ -428,7 +428,7 @@ def load_decoder(path: str | os.PathLike, dtype: str = "float32",
     path = assets.smollm2_gguf()
   path = pathlib.Path(path)
   checkpoint = weights.open_checkpoint(path)
-  model = llama.load_params(checkpoint.config, checkpoint.tensors(DTYPES[dtype]), DTYPES[dtype],
+  model = weights.load_params(checkpoint.config, checkpoint.tensors(DTYPES[dtype]), DTYPES[dtype],
                             mesh, source=str(path))
   return Decoder(model, load_tokenizer(checkpoint.fmt, path, checkpoint.config),
                  source=str(path), max_seq_len=max_seq_len)

@@ -6,7 +6,7 @@ every tensor's name, shape and dtype from the file's own index before any tensor
 `tensors(dtype)`, which then reads the tensors one at a time, each transformed into our
 checkpoint layout (`LlamaConfig.param_shapes`, one layer's slice at a time: transposes and
 llama.cpp's rotary unpermutation applied) and converted to `dtype` as it is read.
-`llama.load_params` places each one into the model's (sharded) parameters as it arrives, so a
+`weights.load_params` places each one into the model's (sharded) parameters as it arrives, so a
 load holds one tensor on the host besides the model, never the checkpoint in float32.
 `load` / `load_safetensors` / ... gather the stream into a flat {name: np.ndarray} dict (for
 conversion and tests).
@@ -35,19 +35,27 @@ no partial checkpoint.
 
 import dataclasses
 import errno
+import functools
 import json
 import math
 import os
 import pathlib
 import re
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
+import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from graphloom_jax import atomic
-from graphloom_jax.models.llama import CHECKPOINT_LAYER_PARAMS, LlamaConfig, shape_problems
+from graphloom_jax import sharding as sharding_lib
+from graphloom_jax.models.llama import Llama, abstract_model
+from graphloom_jax.models.llama_config import (CHECKPOINT_LAYER_PARAMS, LlamaConfig,
+                                              param_shardings)
+from graphloom_jax.ops import rope
 
 Array = np.ndarray
 # (our checkpoint-layout name, layer index or None for a global parameter, the tensor)
@@ -595,3 +603,103 @@ def load_safetensors(folder: str | os.PathLike) -> tuple[LlamaConfig, dict[str, 
 def load_orbax(folder: str | os.PathLike) -> tuple[LlamaConfig, dict[str, Array]]:
   checkpoint = open_orbax(folder)
   return checkpoint.config, gather(checkpoint)
+
+
+# ------------------------------------------------------------------ into the model's layout
+
+def _placed(sharding) -> dict[str, Any]:
+  return {} if sharding is None else {"out_shardings": sharding}
+
+
+@functools.cache
+def _zeros(shape, dtype, sharding):
+  return jax.jit(lambda: jnp.zeros(shape, dtype), **_placed(sharding))
+
+
+@functools.cache
+def _write_slot(sharding):
+  """stack, value, start -> stack with value written at start (in place: the stack is
+  donated)."""
+  return jax.jit(lambda stack, value, start: jax.lax.dynamic_update_slice(stack, value, start),
+                 donate_argnums=0, **_placed(sharding))
+
+
+def load_params(config: LlamaConfig, tensors: Iterable[tuple[str, int | None, Any]],
+                dtype=jnp.float32, mesh: jax.sharding.Mesh | None = None,
+                source: str = "weights") -> Llama:
+  """The model from a stream of `(name, layer or None, array)` in our checkpoint layout (a
+  `weights.Checkpoint`'s tensors): each array is checked finite, converted to `dtype` and
+  placed with `jax.device_put` under its parameter's sharding (`param_shardings(config, mesh)`;
+  the default device without a mesh) as it arrives, a layer's tensor written into its slot of
+  the fused stack (`LlamaConfig.checkpoint_slots`) in place, so the host holds one tensor at a
+  time besides the model."""
+  shapes = config.model_shapes()
+  mesh = sharding_lib.auto_axes(mesh)
+  shardings = param_shardings(config, mesh) if mesh is not None else dict.fromkeys(shapes)
+  slots = config.checkpoint_slots()
+  np_dtype = jnp.dtype(dtype)
+  params, seen = {}, set()
+  for name, layer, value in tensors:
+    value = np.asarray(value, dtype=np_dtype)
+    if not np.all(np.isfinite(value)):
+      where = "" if layer is None else f" (layer {layer})"
+      raise ValueError(f"{source}: parameter {name!r} contains NaN or Inf{where}")
+    seen.add((name, layer))
+    if layer is None:
+      params[name] = jax.device_put(value, shardings[name])
+      continue
+    target, start, shape = slots[name]
+    sharding = shardings[target]
+    if target not in params:
+      params[target] = _zeros(shapes[target], np_dtype, sharding)()
+    params[target] = _write_slot(sharding)(
+        params[target], jax.device_put(value.reshape((1,) + shape), sharding),
+        (layer,) + start)
+  expected = {(name, i) for name in config.param_shapes() for i in (
+      range(config.num_layers) if name in CHECKPOINT_LAYER_PARAMS else (None,))}
+  if expected - seen:
+    raise ValueError(f"{source}: no values for {sorted(expected - seen, key=str)[:5]}")
+  model = abstract_model(config, dtype)
+  for name, value in params.items():
+    getattr(model, name).value = value
+  inv_freq = rope.inverse_frequencies(config.head_dim, config.rope_theta, config.scaling)
+  model.inv_freq.value = (jnp.asarray(inv_freq) if mesh is None else
+                          jax.device_put(inv_freq, NamedSharding(mesh, P())))
+  return model
+
+
+def shape_problems(expected: Mapping[str, tuple[int, ...]],
+                   shapes: Mapping[str, tuple[int, ...]], kind: str,
+                   tolerated=lambda name: False) -> list[str]:
+  """Every missing, mis-shaped and unexpected entry of `shapes` against `expected` (both
+  {name: shape}); `tolerated(name)` exempts extra entries a checkpoint may carry."""
+  problems = []
+  for name, shape in expected.items():
+    if name not in shapes:
+      problems.append(f"missing {kind} {name!r} (expected shape {shape})")
+    elif tuple(shapes[name]) != tuple(shape):
+      problems.append(f"{kind} {name!r} has shape {tuple(shapes[name])}, "
+                      f"config expects {tuple(shape)}")
+  problems += [f"unexpected {kind} {name!r}" for name in shapes
+               if name not in expected and not tolerated(name)]
+  return problems
+
+
+def from_params(config: LlamaConfig, params: Mapping[str, np.ndarray], dtype=jnp.float32,
+                source: str = "weights", mesh: jax.sharding.Mesh | None = None) -> Llama:
+  """Builds a model from a flat {name: array} dict in our layout; checks names and shapes and
+  reports every problem at once."""
+  problems = shape_problems(config.param_shapes(), {k: np.shape(v) for k, v in params.items()},
+                            "parameter")
+  if problems:
+    raise ValueError(f"{source}: {len(problems)} problem(s) loading weights:\n  " +
+                     "\n  ".join(problems))
+
+  def tensors():
+    for name, value in params.items():
+      if name in CHECKPOINT_LAYER_PARAMS:
+        yield from ((name, i, value[i]) for i in range(config.num_layers))
+      else:
+        yield name, None, value
+
+  return load_params(config, tensors(), dtype, mesh, source)

@@ -2,8 +2,8 @@
 and restarted; every artifact must stay loadable and every resumed result must equal an
 uninterrupted run.
 
-  python benchmarks/kill_trials.py                      # 20 trials of each kind
-  python benchmarks/kill_trials.py --trials=1 --kinds=index
+  python benchmarks/robustness/kill_trials.py                      # 20 trials of each kind
+  python benchmarks/robustness/kill_trials.py --trials=1 --kinds=index
 
 Kinds:
   train     `launch.train` (configs/tiny.py, a few steps, a checkpoint every 2 steps) killed at a
@@ -41,7 +41,7 @@ import time
 import numpy as np
 from absl import app, flags
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 TINY = str(ROOT / "configs" / "tiny.py")
 
 flags.DEFINE_integer("trials", 20, "trials per kind")
@@ -331,7 +331,7 @@ def write_markdown(path, results: dict, minutes: float, load_before) -> None:
            for i, r in enumerate(rows) if r["note"] and not (r["loadable"] and r["equal"])]
   pathlib.Path(path).write_text(
       "# Kill -9 trials\n\n"
-      f"`python benchmarks/kill_trials.py --trials={FLAGS.trials} --steps={FLAGS.steps}` "
+      f"`python benchmarks/robustness/kill_trials.py --trials={FLAGS.trials} --steps={FLAGS.steps}` "
       f"({minutes:.1f} min). Load average (1/5/15 min) at the start "
       f"{' '.join(f'{x:.2f}' for x in load_before)}; `uptime` at the end: {uptime}. 2 CPU "
       "cores shared with other jobs.\n\n" + table(results) + "\n\n"

@@ -1,6 +1,6 @@
 """Hostile and careless inputs against the library and the launchers, each outcome classified.
 
-  python benchmarks/probe_inputs.py [--launchers=false] [--output=benchmarks/probe_inputs.md]
+  python benchmarks/robustness/probe_inputs.py [--launchers=false] [--output=benchmarks/robustness/probe_inputs.md]
 
 Every probe either must fail (an error is required) or must work (a correct result is
 required). Outcomes:
@@ -34,7 +34,7 @@ import tempfile
 import numpy as np
 from absl import app, flags
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 flags.DEFINE_bool("launchers", True, "also probe the launchers (subprocesses, ~5 s each)")
 flags.DEFINE_string("output", None, "write the counts as Markdown here")
 FLAGS = flags.FLAGS
@@ -515,7 +515,7 @@ def main(argv):
     uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     pathlib.Path(FLAGS.output).write_text(
         "# Hostile and careless inputs: probe counts\n\n"
-        f"`python benchmarks/probe_inputs.py` ({len(p.rows)} probes; load average at the "
+        f"`python benchmarks/robustness/probe_inputs.py` ({len(p.rows)} probes; load average at the "
         f"start {' '.join(f'{x:.2f}' for x in load_before)}, `uptime` at the end: {uptime}). "
         "Outcome classes as in the script's docstring.\n\n" + text + "\n\nEvery probe:\n\n"
         + "\n".join(f"- {c} / {n}: {o}" for c, n, o, _ in p.rows) + "\n")
