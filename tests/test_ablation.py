@@ -124,7 +124,7 @@ def test_dropped_features_reach_the_router(parts):
 
 def test_corrective_and_revision_switches(parts):
   _, _, kb, _ = parts
-  forced = dict(eval__tau_eval=1.01)  # every subgraph scores below: an action always runs
+  forced = dict(correct__tau_eval=1.01)  # every subgraph scores below: an action always runs
   on = _ask(_system(parts, StubVerifier(0.1), **forced), kb)
   off = _ask(_system(parts, StubVerifier(0.1), ablation__corrective=False,
                      ablation__revision=False, **forced), kb)
