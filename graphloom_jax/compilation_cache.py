@@ -4,7 +4,9 @@ compiled executables instead of compiling them again (warm starts).
 `enable(path=None)` points JAX's cache (`jax_compilation_cache_dir`) at `path`, else at
 $GRAPHLOOM_JAX_CACHE_DIR, else at `$XDG_CACHE_HOME/graphloom_jax/jax` (default
 `~/.cache/graphloom_jax/jax`), and caches every executable that took at least
-`MIN_COMPILE_SECS` to compile. GRAPHLOOM_JAX_CACHE_DIR=off (or 0, false, none) turns it off;
+`MIN_COMPILE_SECS` to compile (JAX's own JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS, when set,
+wins: 0 caches every executable, which makes what a run writes independent of machine load).
+GRAPHLOOM_JAX_CACHE_DIR=off (or 0, false, none) turns it off;
 so does `--jax_enable_compilation_cache=false`, and a `--jax_compilation_cache_dir` given on the
 command line wins. The launchers call it (`launch.common.run`); library users call it once
 before their first jitted call.
@@ -27,6 +29,7 @@ OFF = ("off", "0", "false", "none", "no")
 # Executables that compile faster than this are not worth a file. JAX's default (1 s) would leave
 # out the many smaller executables a job compiles, which together take much of a cold start.
 MIN_COMPILE_SECS = 0.2
+MIN_COMPILE_ENV = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"
 
 
 def default_dir() -> pathlib.Path:
@@ -54,5 +57,6 @@ def enable(path: str | os.PathLike | None = None) -> pathlib.Path | None:
                     "or to 'off'", folder, e.strerror, ENV)
     return None
   jax.config.update("jax_compilation_cache_dir", str(folder))
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECS)
+  if MIN_COMPILE_ENV not in os.environ:
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECS)
   return folder

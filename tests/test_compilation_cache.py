@@ -79,9 +79,12 @@ def test_an_unwritable_folder_runs_cold_with_a_warning(tmp_path):
 
 def test_the_launchers_run_warm_the_second_time(tmp_path):
   """Two runs of the generate launcher on the embedded model: the second writes no new cache
-  entry (every executable it needed was loaded) and prints the same answer."""
+  entry (every executable it needed was loaded) and prints the same answer. Every executable
+  is cached (minimum compile time 0): with the 0.2 s threshold, a small executable that
+  compiles in 0.19 s in one run and 0.21 s in the next under load is written by the second."""
   script = pathlib.Path(sys.executable).parent / "graphloom-generate"
-  env = dict(os.environ, JAX_PLATFORMS="cpu", GRAPHLOOM_JAX_CACHE_DIR=str(tmp_path / "c"))
+  env = dict(os.environ, JAX_PLATFORMS="cpu", GRAPHLOOM_JAX_CACHE_DIR=str(tmp_path / "c"),
+             JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
   args = [str(script), "--prompt=Name a colour.", "--max_new_tokens=3", "--max_seq_len=64"]
   outs = []
   for _ in range(2):
@@ -91,3 +94,21 @@ def test_the_launchers_run_warm_the_second_time(tmp_path):
     outs.append((proc.stdout, _entries(tmp_path / "c")))
   assert outs[0][1], "the first run cached nothing"
   assert outs[1] == outs[0]
+
+
+def test_jax_min_compile_time_setting_wins(tmp_path):
+  """enable() caches executables of 0.2 s and more unless JAX's own environment setting of the
+  minimum compile time is given, which it keeps."""
+  code = ("import jax\nfrom graphloom_jax import compilation_cache\n"
+          f"compilation_cache.enable({str(tmp_path / 'c')!r})\n"
+          "print(jax.config.jax_persistent_cache_min_compile_time_secs)\n")
+  got = []
+  for extra in ({}, {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0.7"}):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("GRAPHLOOM_JAX_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS")}
+    env.update(JAX_PLATFORMS="cpu", **extra)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got.append(float(proc.stdout.split()[-1]))
+  assert got == [0.2, 0.7]
