@@ -149,9 +149,9 @@ def symbolic_row(system: GraphLoom, kb, questions, truth) -> dict:
         answer_index=q.extra["answer_index"],
         hallucinated=verifier.check_answer(q.qid, text).hallucinated, **_paper_fields(paper),
         em=answers.mean_answer_metrics([text], [q.answer_texts])["em"], seconds=seconds))
-  metrics = dict(**_common_metrics(records, questions, "mc_expected"),
+  metrics = dict(**_common_metrics(records, questions, _expected_correct),
                  wall_seconds=time.time() - start)
-  return dict(metrics=metrics, by_family=_by_family(records, "mc_expected"), records=records)
+  return dict(metrics=metrics, by_family=_by_family(records, _expected_correct), records=records)
 
 
 def run_row(system: GraphLoom, kb, questions, mode: str, truth, batch: int, log=logging.info,
@@ -185,21 +185,16 @@ def run_row(system: GraphLoom, kb, questions, mode: str, truth, batch: int, log=
     log(f"  {len(got)}/{len(questions)} questions, {time.time() - start:.0f}s")
   verifier = hallucination.HallucinationVerifier(truth)
   records = [_answer_record(verifier, q, a, mode) for q, a in zip(questions, got)]
-  for r in records:
-    r["correct"] = r["choice"] == r["answer_index"]
   n_cited = sum(len(r["cited"]) for r in records)
   metrics = dict(
-      **_common_metrics(records, questions, "correct"),
+      **_common_metrics(records, questions, _chose_gold),
       recall5=100 * float(np.mean([r["recall5"] for r in records])),
       supported=100 * float(np.mean([r["supported"] for r in records])),
       revised=int(sum(r["revised"] for r in records)),
       cited_h_rate=(100 * sum(r["cited_unsupported"] for r in records) / n_cited
                     if n_cited else None),
       wall_seconds=time.time() - start)
-  by_family = _by_family(records, "correct")
-  for r in records:
-    del r["correct"]
-  return dict(metrics=metrics, by_family=by_family, records=records)
+  return dict(metrics=metrics, by_family=_by_family(records, _chose_gold), records=records)
 
 
 def _answer_record(verifier, q, a, mode: str) -> dict:
@@ -221,12 +216,20 @@ def _answer_record(verifier, q, a, mode: str) -> dict:
       cited_unsupported=(sum(not c.supported for c in cited.claims) if cited else 0))
 
 
-def _common_metrics(records, questions, correct: str) -> dict:
-  """Every row's metrics: MC accuracy (mean of the records' `correct` field), EM / F1 of the
+def _chose_gold(record: dict) -> bool:
+  return record["choice"] == record["answer_index"]
+
+
+def _expected_correct(record: dict) -> float:
+  return record["mc_expected"]
+
+
+def _common_metrics(records, questions, correct) -> dict:
+  """Every row's metrics: MC accuracy (mean of `correct(record)`), EM / F1 of the
   answers, the paper's claim rates and the median seconds per question."""
   return dict(
       questions=len(questions),
-      mc_accuracy=100 * float(np.mean([r[correct] for r in records])),
+      mc_accuracy=100 * float(np.mean([correct(r) for r in records])),
       **{k: v for k, v in answers.mean_answer_metrics(
           [r["answer"] for r in records], [q.answer_texts for q in questions]).items()
          if k in ("em", "f1")},
@@ -234,12 +237,12 @@ def _common_metrics(records, questions, correct: str) -> dict:
       seconds_per_question=statistics.median(r["seconds"] for r in records))
 
 
-def _by_family(records, correct: str) -> dict:
+def _by_family(records, correct) -> dict:
   """MC accuracy, EM and the claim rates of each question family."""
   out = {}
   for fam in sorted({r["family"] for r in records}):
     rs = [r for r in records if r["family"] == fam]
-    out[fam] = dict(n=len(rs), mc_accuracy=100 * float(np.mean([r[correct] for r in rs])),
+    out[fam] = dict(n=len(rs), mc_accuracy=100 * float(np.mean([correct(r) for r in rs])),
                     em=float(np.mean([r["em"] for r in rs])), **_paper_metrics(rs))
   return out
 
