@@ -4,6 +4,8 @@ r"""Evaluates GraphLoom or a baseline on a dataset, sharded over processes and r
       --split=validation --num_examples=16 --workdir=/tmp/eval
   python -m launch.evaluate --dataset=scienceqa --manual_dir=DIR --mode=no_retrieval \
       --workdir=/tmp/sqa                               # okvqa and mmqa likewise
+  python -m launch.evaluate --config=configs/pathquestion.py --heads=WORKDIR/heads \
+      --dataset=pathquestion --data_config=PQL-3H --manual_dir=DIR --workdir=/tmp/pq
   # two hosts (or two processes on one), the workdir shared between them:
   python -m launch.evaluate ... --coordinator_address=host0:1234 --num_processes=2 --process_id=0
   python -m launch.evaluate ... --coordinator_address=host0:1234 --num_processes=2 --process_id=1
@@ -32,6 +34,7 @@ import pathlib
 from absl import app, flags, logging
 
 from graphloom_jax import provenance
+from graphloom_jax.data import registry
 from graphloom_jax.evaluation import sharded
 from graphloom_jax import sharding
 from graphloom_jax.pipeline import MODES
@@ -39,8 +42,10 @@ from graphloom_jax.pipeline.graphloom import HEADS_DIR
 from . import common
 
 _CONFIG = common.DEFINE_config_file("config", "configs/smollm2.py", "configuration")
-flags.DEFINE_enum("dataset", "scenekb", sharded.DATASETS, "what to evaluate on")
-flags.DEFINE_string("split", None, f"the split (default {sharded.DEFAULT_SPLITS})")
+flags.DEFINE_enum("dataset", "scenekb", registry.DATASETS, "what to evaluate on (an entry of "
+                  "graphloom_jax.data.registry)")
+flags.DEFINE_string("split", None, "the split (default: the dataset's, " + ", ".join(
+    f"{k} {e.default_split}" for k, e in registry.REGISTRY.items()) + ")")
 flags.DEFINE_integer("num_examples", 0, "the first N examples of the split (0: all)")
 flags.DEFINE_integer("batch_size", 8, "examples per shard, answered as one batch (its rows "
                      "are padded to a multiple of the mesh's data axis)")
@@ -51,7 +56,13 @@ flags.DEFINE_enum("mode", "graphloom", MODES, "how the evidence reaches the deco
 flags.DEFINE_string("heads", str(HEADS_DIR / "smollm2"), "trained heads (launch.train's "
                     f"WORKDIR/heads), or {sharded.RANDOM_HEADS!r} for a smoke test; mode "
                     "graphloom only")
-flags.DEFINE_string("manual_dir", None, "the official files of scienceqa / okvqa / mmqa")
+flags.DEFINE_string("manual_dir", None, "the folder of the dataset's files: the official files "
+                    "of scienceqa / okvqa / mmqa, the release of pathquestion / wc2014, a "
+                    "build_benchmark --out folder for scenekb (default: the embedded copy)")
+flags.DEFINE_string("data_config", None, "the variant of pathquestion (PQ-2H, PQ-3H, PQL-2H, "
+                    "PQL-3H) or wc2014 (WC-1H, WC-2H, WC-M, WC-C)")
+flags.DEFINE_enum("split_protocol", "path", ("path", "line"), "pathquestion / wc2014: split "
+                  "by answer path (the headline protocol) or by line (the published one)")
 flags.DEFINE_string("data_dir", None, "where their TFDS files are prepared (default "
                     "WORKDIR/tfds)")
 flags.DEFINE_string("coordinator_address", None, "host:port of process 0 (jax.distributed)")
@@ -80,8 +91,10 @@ def main(argv):
   try:
     mesh = sharding.mesh_from_config(config)
     devices = sharded.local_devices(mesh)
-    dataset = sharded.open_dataset(FLAGS.dataset, FLAGS.split, data_dir=FLAGS.data_dir or
-                                   out / "tfds", manual_dir=FLAGS.manual_dir)
+    registry.entry(FLAGS.dataset).check_config(config)
+    dataset = registry.open_dataset(FLAGS.dataset, FLAGS.split, registry.Location(
+        root=FLAGS.manual_dir, data_dir=FLAGS.data_dir or out / "tfds",
+        config=FLAGS.data_config, protocol=FLAGS.split_protocol))
     sharded.check_mode(dataset, FLAGS.mode)
     plan = sharded.make_plan(dataset, num_examples=FLAGS.num_examples,
                              batch_size=FLAGS.batch_size, mode=FLAGS.mode, heads=FLAGS.heads,

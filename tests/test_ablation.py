@@ -180,7 +180,7 @@ def test_training_refuses_ablations(parts):
   cfg = parts[0].copy_and_resolve_references()
   cfg.ablation.router = "uniform"
   with pytest.raises(ValueError, match="answering time"):
-    data.load_scenekb(cfg, parts[1], embedder=HashEmbed())
+    data.load_training_data(cfg, parts[1], embedder=HashEmbed())
 
 
 def test_interleaved_and_kb_rows_use_existing_switches(parts):

@@ -92,7 +92,7 @@ def _run(config, tmp_path):
   config.train.max_train_examples = 2
   config.train.eval_examples = 2
   dec = decoder_lib.from_config(config.model)
-  tr, va = data.load_scenekb(config, dec, tmp_path / "features", embedder=HashEmbed(),
+  tr, va = data.load_training_data(config, dec, tmp_path / "features", embedder=HashEmbed(),
                              log=lambda *_: None)
   t = trainer.Trainer(config, dec.model, tr, va, tmp_path / "run", progress=False,
                       log=lambda *_: None)

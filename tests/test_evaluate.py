@@ -30,6 +30,7 @@ import pytest
 
 from graphloom_jax.configs import tiny
 from graphloom_jax.data import mmqa, okvqa, scenekb, scienceqa
+from graphloom_jax.data import registry
 from graphloom_jax.evaluation import answers, sharded
 from graphloom_jax.evaluation.scienceqa import scienceqa_accuracy
 
@@ -236,7 +237,7 @@ def test_shards_cover_every_example_once(n, batch, processes):
 
 
 def _plan(config, batch_size=8, n=16):
-  return sharded.make_plan(sharded.open_dataset("scenekb", SPLIT), num_examples=n,
+  return sharded.make_plan(registry.open_dataset("scenekb", SPLIT), num_examples=n,
                            batch_size=batch_size, mode="no_retrieval", heads=None, config=config)
 
 
@@ -264,14 +265,15 @@ def test_restart_with_other_settings_or_a_foreign_shard_is_refused(tmp_path):
 
 
 def test_datasets_without_graphs_refuse_retrieval_modes(tmp_path):
-  data = sharded.open_dataset("okvqa", "val", data_dir=tmp_path, manual_dir=DATA / "okvqa")
+  data = registry.open_dataset("okvqa", "val", registry.Location(
+      root=DATA / "okvqa", data_dir=tmp_path))
   sharded.check_mode(data, "no_retrieval")
   for mode in ("graphloom", "flat_rag"):
     with pytest.raises(ValueError, match="use mode 'no_retrieval'"):
       sharded.check_mode(data, mode)
-  sharded.check_mode(sharded.open_dataset("scenekb", SPLIT), "graphloom")
+  sharded.check_mode(registry.open_dataset("scenekb", SPLIT), "graphloom")
   with pytest.raises(ValueError, match="--manual_dir"):
-    sharded.open_dataset("mmqa", data_dir=tmp_path)
+    registry.open_dataset("mmqa", None, registry.Location(data_dir=tmp_path))
 
 
 def _answer_rows(examples, rng, texts):
@@ -288,25 +290,27 @@ def _answer_rows(examples, rng, texts):
 def test_tfds_datasets_give_the_readers_examples_and_official_metrics(tmp_path, rng):
   # ScienceQA: the choices are the options, the hint is the context, official breakdowns
   problems = scienceqa.load(DATA / "scienceqa", "test")
-  data = sharded.open_dataset("scienceqa", data_dir=tmp_path, manual_dir=DATA / "scienceqa")
+  data = registry.open_dataset("scienceqa", None, registry.Location(
+      root=DATA / "scienceqa", data_dir=tmp_path))
   examples = data.examples(0, len(data))
   assert [e.qid for e in examples] == [p.pid for p in problems]
   for e, p in zip(examples, problems):
     assert e.options == list(p.choices) and e.gold["answer"] == p.answer
     assert e.question == (f"Context: {p.hint}\n{p.question}" if p.hint else p.question)
   rows = _answer_rows(examples, rng, ["x"])
-  got = sharded.score("scienceqa", rows)
+  got = registry.score("scienceqa", rows)
   want = scienceqa_accuracy([r["choice"] for r in rows], problems)
   assert got["scienceqa"] == want and got["accuracy"] == want["average"]
   # OK-VQA: the 10 human answers, VQA accuracy overall and per question type
   questions = okvqa.load(DATA / "okvqa", "val")
-  data = sharded.open_dataset("okvqa", data_dir=tmp_path, manual_dir=DATA / "okvqa")
+  data = registry.open_dataset("okvqa", None, registry.Location(
+      root=DATA / "okvqa", data_dir=tmp_path))
   examples = data.examples(0, len(data))
   assert [e.qid for e in examples] == [str(q.question_id) for q in questions]
   assert [e.gold["answers"] for e in examples] == [list(q.answers) for q in questions]
   pool = [a for q in questions for a in q.answers] + ["nothing"]
   rows = _answer_rows(examples, rng, pool)
-  got = sharded.score("okvqa", rows)
+  got = registry.score("okvqa", rows)
   accs = [answers.vqa_accuracy(r["text"], q.answers) for r, q in zip(rows, questions)]
   assert got["vqa_accuracy"] == pytest.approx(100 * np.mean(accs))
   for group, g in got["by_question_type"].items():
@@ -314,13 +318,14 @@ def test_tfds_datasets_give_the_readers_examples_and_official_metrics(tmp_path, 
     assert g["count"] == len(mine) and g["vqa_accuracy"] == pytest.approx(100 * np.mean(mine))
   # MMQA: gold answer lists, EM / F1 by the official scorer, per question type
   official = mmqa.MMQA.load(DATA / "mmqa", "dev").questions
-  data = sharded.open_dataset("mmqa", data_dir=tmp_path, manual_dir=DATA / "mmqa")
+  data = registry.open_dataset("mmqa", None, registry.Location(
+      root=DATA / "mmqa", data_dir=tmp_path))
   examples = data.examples(0, len(data))
   assert [e.qid for e in examples] == [q.qid for q in official]
   assert [e.gold["answers"] for e in examples] == [q.answer_texts for q in official]
   assert [e.group for e in examples] == [q.type for q in official]
   rows = _answer_rows(examples, rng, [a for q in official for a in q.answer_texts] + ["no"])
-  got = sharded.score("mmqa", rows)
+  got = registry.score("mmqa", rows)
   pairs = [answers.answer_metrics(r["text"], q.answer_texts) for r, q in zip(rows, official)]
   assert got["em"] == pytest.approx(100 * np.mean([e for e, _ in pairs]))
   assert got["f1"] == pytest.approx(100 * np.mean([f for _, f in pairs]))

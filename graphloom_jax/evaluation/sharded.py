@@ -35,15 +35,14 @@ resumed on another mesh), and predictions agree across meshes up to float roundi
 scores (reductions split over devices add in another order); texts, choices and citations are
 the same.
 
-Datasets: "scenekb" (the embedded benchmark: scene graphs, WordNet facts, 4 options; every
-mode), and through their TFDS builders "scienceqa" (options = the choices, the hint as
-context), "okvqa" and "mmqa" (open answers); these three have no scene graphs or triples here,
-so only mode "no_retrieval" runs on them.
+Datasets: every entry of the dataset registry (graphloom_jax.data.registry): "scenekb",
+"pathquestion" and "wc2014" with their instance graphs (every mode), and through their TFDS
+builders "scienceqa", "okvqa" and "mmqa", which have no scene graphs or triples here, so only
+mode "no_retrieval" runs on them. Metrics are the registry's (`registry.score`).
 """
 
 from __future__ import annotations
 
-import abc
 import collections
 import dataclasses
 import hashlib
@@ -52,133 +51,16 @@ import pathlib
 import time
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from graphloom_jax import atomic
-from graphloom_jax.evaluation import answers as answer_metrics
-from graphloom_jax.evaluation import scienceqa as scienceqa_metrics
+from graphloom_jax.data.registry import Dataset, Example, score
 from graphloom_jax.models import embedding_cache
 
-DATASETS = ("scenekb", "scienceqa", "okvqa", "mmqa")
-DEFAULT_SPLITS = {"scenekb": "test", "scienceqa": "test", "okvqa": "val", "mmqa": "dev"}
-# The field each dataset's breakdown groups by (ScienceQA has its official breakdowns instead).
-GROUPS = {"scenekb": "family", "okvqa": "question_type", "mmqa": "type"}
 RANDOM_HEADS = "random"
 PLAN, SHARDS, RUNS = "plan.json", "shards", "runs"
 PREDICTIONS, TIMINGS, METRICS = "predictions.jsonl", "timings.jsonl", "metrics.json"
 
 
 # ------------------------------------------------------------------------------ datasets
-
-@dataclasses.dataclass(frozen=True)
-class Example:
-  """One question as the pipeline reads it and the scorer scores it."""
-  qid: str
-  question: str
-  gold: dict[str, Any]  # what `score` compares the prediction with (JSON)
-  group: str  # the breakdown key (GROUPS), "" for ScienceQA
-  options: list[str] | None = None
-  instance_id: str | None = None  # the SceneKB scene whose graph the pipeline reads
-
-
-class Dataset(abc.ABC):
-  """A split as a sequence of Examples; `scene_graph(example)` is its triples (None: none)."""
-
-  name: str
-  split: str
-  has_graphs: bool = False
-  kb_sources: Sequence = ()  # knowledge sources for instance-graph enrichment
-
-  @abc.abstractmethod
-  def __len__(self) -> int:
-    ...
-
-  @abc.abstractmethod
-  def examples(self, start: int, stop: int) -> list[Example]:
-    """Examples [start, stop) in split order."""
-
-  def scene_graph(self, example: Example):
-    return None
-
-
-class SceneKBData(Dataset):
-  """SceneKB through its embedded loader: questions in file order, scene graphs, and the
-  benchmark's WordNet facts as the knowledge source for instance-graph enrichment."""
-
-  has_graphs = True
-
-  def __init__(self, split: str):
-    from graphloom_jax.data import scenekb
-    self.name, self.split = "scenekb", split
-    self.kb = scenekb.load(split)
-    self.kb_sources = [self.kb.kb_source()]
-
-  def __len__(self):
-    return len(self.kb.questions)
-
-  def examples(self, start, stop):
-    return [Example(q.qid, q.question, {"answers": q.answer_texts,
-                                        "option": int(q.extra["answer_index"])},
-                    q.family, list(q.extra["options"]), q.extra["instance_id"])
-            for q in self.kb.questions[start:stop]]
-
-  def scene_graph(self, example):
-    return self.kb.scene_graph(example.instance_id)
-
-
-def _scienceqa_example(r: dict) -> Example:
-  problem = {k: v for k, v in r.items() if k != "image"}  # pixels stay in the dataset
-  question = f"Context: {r['hint']}\n{r['question']}" if r["hint"] else r["question"]
-  return Example(r["pid"], question, {"answer": int(r["answer"]), "problem": problem}, "",
-                 list(r["choices"]))
-
-
-def _okvqa_example(r: dict) -> Example:
-  return Example(str(r["question_id"]), r["question"], {"answers": list(r["answers"])},
-                 r["question_type_name"] or r["question_type"])
-
-
-def _mmqa_example(r: dict) -> Example:
-  return Example(r["qid"], r["question"], {"answers": [a["answer"] for a in r["answers"]]},
-                 r["type"])
-
-
-_TFDS = {"scienceqa": ("scienceqa", _scienceqa_example), "okvqa": ("okvqa", _okvqa_example),
-         "mmqa": ("mmqa/questions", _mmqa_example)}
-
-
-class TFDSData(Dataset):
-  """A dataset through its TFDS builder (graphloom_jax.data.builders), prepared under data_dir
-  from the official files in manual_dir, read lazily through grain."""
-
-  def __init__(self, name: str, split: str, data_dir, manual_dir):
-    from graphloom_jax.data import builders
-    builder_name, self._convert = _TFDS[name]
-    if manual_dir is None:
-      raise ValueError(f"dataset {name!r} is read from its official files: give manual_dir "
-                       f"(--manual_dir), the folder that holds them")
-    self.name, self.split = name, split
-    self.source = builders.grain_source(builder_name, split, data_dir, manual_dir=manual_dir)
-
-  def __len__(self):
-    return len(self.source)
-
-  def examples(self, start, stop):
-    return [self._convert(r) for r in self.source[start:stop]]
-
-
-def open_dataset(name: str, split: str | None = None, *, data_dir=None,
-                 manual_dir=None) -> Dataset:
-  """The dataset `name` (DATASETS); split None = DEFAULT_SPLITS[name]."""
-  if name not in DATASETS:
-    raise ValueError(f"unknown dataset {name!r}; expected one of {DATASETS}")
-  split = split or DEFAULT_SPLITS[name]
-  if name == "scenekb":
-    return SceneKBData(split)
-  if data_dir is None:
-    raise ValueError(f"dataset {name!r} needs data_dir, where its TFDS files are prepared")
-  return TFDSData(name, split, data_dir, manual_dir)
-
 
 def check_mode(dataset: Dataset, mode: str) -> None:
   if mode != "no_retrieval" and not dataset.has_graphs:
@@ -225,7 +107,7 @@ def answer_shard(system, dataset: Dataset, examples: Sequence[Example], mode: st
   for ex in examples:
     if ex.instance_id is not None and ex.instance_id not in graphs and mode != "no_retrieval":
       t0 = time.perf_counter()
-      graphs[ex.instance_id] = system.instance_graph(dataset.scene_graph(ex),
+      graphs[ex.instance_id] = system.instance_graph(dataset.instance_triples(ex),
                                                      instance_id=ex.instance_id)
       seconds[ex.instance_id] = time.perf_counter() - t0
   triples = [graphs.get(ex.instance_id) for ex in examples]
@@ -458,66 +340,6 @@ def _wait(done: Callable[[], bool], timeout_s: float, what) -> None:
     if time.monotonic() > deadline:
       raise TimeoutError(f"waited {timeout_s:.0f}s for {what() if callable(what) else what}")
     time.sleep(0.2)
-
-
-# ------------------------------------------------------------------------------ metrics
-
-def _answer_scores(rows: Sequence[dict]) -> dict:
-  m = answer_metrics.mean_answer_metrics([r["text"] for r in rows],
-                                         [r["gold"]["answers"] for r in rows])
-  return {"em": m["em"], "f1": m["f1"]}
-
-
-def _mc_accuracy(rows: Sequence[dict], key: str) -> float:
-  return 100 * float(np.mean([r["choice"] == r["gold"][key] for r in rows]))
-
-
-def _by_group(rows: Sequence[dict], fn: Callable[[list[dict]], dict]) -> dict:
-  groups = collections.defaultdict(list)
-  for r in rows:
-    groups[r["group"]].append(r)
-  return {g: {**fn(rs), "count": len(rs)} for g, rs in sorted(groups.items())}
-
-
-def _scienceqa_problem(gold: dict):
-  from graphloom_jax.data.scienceqa import Problem
-  p = dict(gold["problem"])
-  p["image"] = p.pop("image_file") or None
-  p["choices"] = tuple(p["choices"])
-  return Problem(**p)
-
-
-def score(dataset: str, rows: Sequence[dict]) -> dict:
-  """The dataset's metrics from prediction rows (predictions.jsonl), percentages:
-    every dataset   count, supported (share of answers whose claims all passed verification)
-    scenekb         em, f1 (MMQA scorer), mc_accuracy (4-way), by_family
-    mmqa            em, f1 (official MultimodalQA scorer), by_type
-    okvqa           vqa_accuracy (official VQA accuracy), by_question_type
-    scienceqa       accuracy and the official breakdowns (NAT SOC LAN TXT IMG NO G1-6 G7-12)
-  """
-  if not rows:
-    raise ValueError("score: no predictions")
-  out = {"count": len(rows), "supported": 100 * float(np.mean([r["supported"] for r in rows]))}
-  if dataset in ("scenekb", "mmqa"):
-    def fn(rs):
-      s = _answer_scores(rs)
-      return {**s, "mc_accuracy": _mc_accuracy(rs, "option")} if dataset == "scenekb" else s
-    out.update(fn(rows))
-    out[f"by_{GROUPS[dataset]}"] = _by_group(rows, fn)
-  elif dataset == "okvqa":
-    def fn(rs):
-      return {"vqa_accuracy": answer_metrics.mean_vqa_accuracy(
-          [r["text"] for r in rs], [r["gold"]["answers"] for r in rs])["accuracy"]}
-    out.update(fn(rows))
-    out["by_question_type"] = _by_group(rows, fn)
-  elif dataset == "scienceqa":
-    official = scienceqa_metrics.scienceqa_accuracy(
-        [r["choice"] for r in rows], [_scienceqa_problem(r["gold"]) for r in rows])
-    out["accuracy"] = official["average"]
-    out["scienceqa"] = official
-  else:
-    raise ValueError(f"score: unknown dataset {dataset!r}; expected one of {DATASETS}")
-  return out
 
 
 # ------------------------------------------------------------------------------ processes

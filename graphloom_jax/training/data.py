@@ -4,9 +4,11 @@ through grain.
 Shapes (per example; a batch adds B in front): S sequence length (`train.seq_len`), M slot-bank
 size, E text-embedding width, R scene objects, Q evidence triples (= M / 2), J options.
 
+The data are the train and validation splits of a trainable entry of the dataset registry
+(`graphloom_jax.data.registry`; config.train.data): SceneKB, PathQuestion or WorldCup2014, each
+question a `registry.Example` with its target answer, gold triples and instance graph.
 Featurisation is GraphLoom's own pipeline (`pipeline.GraphLoom.prepare`): for every question
-(the embedded SceneKB benchmark, or any MMQA-layout question whose `extra` carries
-`instance_id`, `options`, `answer_index` and `gold_triples`) the instance graph, bounded
+the instance graph, bounded
 retrieval with its second round, corrective retrieval and the evidence arrays (slot bank,
 prefix inputs; `pipeline.evidence`) are exactly what `GraphLoom.answer` builds, with the slot
 utility labels taken from the gold supporting triples. On top of them come the token rows
@@ -26,7 +28,7 @@ import json
 import os
 import pathlib
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 import grain
 import numpy as np
@@ -34,40 +36,25 @@ import tqdm
 from absl import logging
 
 from graphloom_jax import atomic
+from graphloom_jax.data import registry
 from graphloom_jax.pipeline import prompts
 
 FEATURES_VERSION = 3  # bump when featurize's output changes: it keys the on-disk cache
 # Config sections whose values change the features (the cache key includes them).
 FEATURE_SECTIONS = ("graph", "retrieval", "memory", "fusion", "correct", "verify", "decode",
                     "embedder")
-_EXTRA = ("instance_id", "options", "answer_index", "gold_triples")
 PREPARE_CHUNK = 64  # questions per pipeline call (bounds the batched query writer's work)
 
 
 def featurize(system, kb, questions: Sequence, seq_len: int, progress: bool = False
               ) -> dict[str, np.ndarray]:
-  """Stacked features [N, ...] for SceneKB questions (see the module docstring).
-
-  system: a `pipeline.GraphLoom` (heads not needed) whose kb_sources hold the benchmark's
-  knowledge source; kb: the benchmark (scene graphs by instance id)."""
-  if not questions:
-    raise ValueError("featurize: no questions given")
-  for q in questions:
-    for key in _EXTRA:
-      if key not in q.extra:
-        raise KeyError(f"question {q.qid!r}: record has no {key!r} (expected the SceneKB extra "
-                       "fields)")
-  graphs = {}
-  for inst in sorted({q.extra["instance_id"] for q in questions}):
-    graphs[inst] = system.instance_graph(kb.scene_graph(inst), instance_id=inst)
-  return featurize_rows(
-      system, questions, [graphs[q.extra["instance_id"]] for q in questions],
-      [[dict(subject=s, relation=r, object=o) for s, r, o in q.extra["gold_triples"]]
-       for q in questions],
-      [q.answer_texts[0] if q.answers else q.extra["options"][q.extra["answer_index"]]
-       for q in questions],
-      [(list(q.extra["options"]), q.extra["answer_index"]) for q in questions], seq_len,
-      progress)
+  """Stacked features [N, ...] for SceneKB questions (`mmqa.Question`s with the SceneKB extra
+  fields; see the module docstring). system: a `pipeline.GraphLoom` (heads not needed) whose
+  kb_sources hold the benchmark's knowledge source; kb: the benchmark (scene graphs by
+  instance id)."""
+  examples = [registry.scenekb_example(q) for q in questions]
+  return featurize_examples(system, examples, lambda ex: kb.scene_graph(ex.instance_id),
+                            seq_len, progress)
 
 
 def featurize_paths(system, ds, questions: Sequence, seq_len: int, progress: bool = False
@@ -76,18 +63,36 @@ def featurize_paths(system, ds, questions: Sequence, seq_len: int, progress: boo
   (`graphloom_jax.data.pathqa`): each question's instance graph (`ds.instance_triples`), its
   answer path as the gold triples of the slot utility, its first gold answer as the target. No
   option rows: validation scores the greedy answer (`trainer.eval_step`)."""
-  if not questions:
-    raise ValueError("featurize_paths: no questions given")
+  split = registry.PathQAData.of_questions(ds, questions)
+  return featurize_examples(system, split.examples(0, len(split)), split.instance_triples,
+                            seq_len, progress)
+
+
+def featurize_examples(system, examples: Sequence[registry.Example],
+                       instance_triples: Callable, seq_len: int, progress: bool = False
+                       ) -> dict[str, np.ndarray]:
+  """Stacked features [N, ...] for registry Examples (each with a target, gold triples and an
+  instance_id): the instance graph `instance_triples(example)` built once per instance_id, the
+  gold triples as the slot utility labels, `example.target` as the answer; multiple-choice rows
+  when every example has options (all the same number), none otherwise."""
+  if not examples:
+    raise ValueError("featurize: no questions given")
+  for ex in examples:
+    if ex.target is None or ex.instance_id is None:
+      raise ValueError(f"question {ex.qid!r}: no training target or instance graph (a "
+                       f"dataset whose registry entry is trainable expected)")
   graphs = {}
-  for q in questions:  # paraphrases of one path share their instance graph
-    key = (q.topic, q.hops, q.facts)
-    if key not in graphs:
-      graphs[key] = system.instance_graph(ds.instance_triples(q), instance_id=q.qid)
+  for ex in examples:
+    if ex.instance_id not in graphs:
+      graphs[ex.instance_id] = system.instance_graph(instance_triples(ex),
+                                                     instance_id=ex.instance_id)
+  with_options = all(ex.options is not None for ex in examples)
   return featurize_rows(
-      system, questions, [graphs[(q.topic, q.hops, q.facts)] for q in questions],
-      [[dict(subject=t.subject, relation=t.relation, object=t.object)
-        for t in ds.gold_triples(q)] for q in questions],
-      [q.answers[0] for q in questions], None, seq_len, progress)
+      system, examples, [graphs[ex.instance_id] for ex in examples],
+      [[dict(subject=s, relation=r, object=o) for s, r, o in ex.gold_triples]
+       for ex in examples], [ex.target for ex in examples],
+      [(ex.options, ex.answer_index) for ex in examples] if with_options else None, seq_len,
+      progress)
 
 
 def featurize_rows(system, questions: Sequence, graphs: Sequence, gold: Sequence,
@@ -133,46 +138,71 @@ def featurize_rows(system, questions: Sequence, graphs: Sequence, gold: Sequence
   return {k: np.stack([r[k] for r in rows]) for k in rows[0]}
 
 
-def cache_key(system, questions, seq_len: int) -> str:
+def cache_key(system, examples: Sequence[registry.Example], seq_len: int) -> str:
   """What the features depend on: this module's version, the featurisation config sections,
-  the embedder, the prompts and tokenizer, and the questions (ids and texts: two benchmarks drawn
-  with different seeds share ids)."""
+  the embedder, the prompts and tokenizer, and the questions (ids, texts and gold answers: two
+  benchmarks drawn with different seeds share ids)."""
   cfg = system.config
   sections = {k: json.loads(cfg[k].to_json_best_effort()) for k in FEATURE_SECTIONS}
   return hashlib.sha256(json.dumps(
       [FEATURES_VERSION, sections, seq_len, system.embedder.model_id, prompts.PROMPT,
        prompts.PLAIN_PROMPT, type(system.fmt.tok).__name__, system.fmt.prompt_ids("probe"),
-       [(q.qid, q.question, q.answer_texts) for q in questions]]
+       [(ex.qid, ex.question, ex.gold["answers"]) for ex in examples]]
       # a text baseline's prompts differ (GraphLoom's key stays what it was)
       + ([cfg.train.target] if cfg.train.target != "graphloom" else []),
       sort_keys=True).encode()).hexdigest()[:16]
 
 
-def cached_featurize(cache_dir: str | os.PathLike | None, name: str, system, kb, questions,
-                     seq_len: int, log=logging.info, featurizer=None) -> dict[str, np.ndarray]:
-  """`featurizer(system, kb, questions, seq_len, progress=True)` (default: SceneKB's
-  `featurize`) with a checksummed .npz cache keyed by `cache_key`; a corrupt cache file is
-  reported and rebuilt."""
-  featurizer = featurizer or featurize
+def cached_featurize(cache_dir: str | os.PathLike | None, name: str, system,
+                     dataset: registry.Dataset, examples: Sequence[registry.Example],
+                     seq_len: int, log=logging.info) -> dict[str, np.ndarray]:
+  """`featurize_examples` of a registry dataset's examples with a checksummed .npz cache keyed
+  by `cache_key`; a corrupt cache file is reported and rebuilt."""
+  def build():
+    return featurize_examples(system, examples, dataset.instance_triples, seq_len,
+                              progress=True)
   if cache_dir is None:
-    return featurizer(system, kb, questions, seq_len, progress=True)
-  path = pathlib.Path(cache_dir) / f"{name}-{cache_key(system, questions, seq_len)}.npz"
+    return build()
+  path = pathlib.Path(cache_dir) / f"{name}-{cache_key(system, examples, seq_len)}.npz"
   if path.exists():
     try:
       return atomic.load_npz_checked(path)
     except ValueError as e:
       log(f"features cache {path} is unusable ({e}); rebuilding it")
-  arrays = featurizer(system, kb, questions, seq_len, progress=True)
+  arrays = build()
   path.parent.mkdir(parents=True, exist_ok=True)
   atomic.save_npz_checked(path, arrays)
   return arrays
 
 
-def load_scenekb(config, decoder, cache_dir=None, embedder=None, log=logging.info):
-  """Training and validation features of SceneKB through GraphLoom's pipeline
-  (config.train.data, data_root, max_train_examples, eval_examples, seq_len), cached in
-  `cache_dir`."""
-  from graphloom_jax.data import scenekb
+DATASETS = registry.TRAINABLE
+
+
+def open_training_split(config, split: str) -> registry.Dataset:
+  """The split of the dataset config.train names (data, data_root, data_config,
+  split_protocol), through the registry; a bad setting is an error naming the config key."""
+  t = config.train
+  trainable = tuple(k for k, e in registry.REGISTRY.items() if e.trainable)
+  if t.data not in trainable:
+    raise ValueError(f"config.train.data={t.data!r}: expected one of {trainable} (the "
+                     "trainable entries of graphloom_jax.data.registry)")
+  where = registry.Location(root=t.data_root or None, config=t.data_config or None,
+                            protocol=t.split_protocol)
+  try:
+    registry.entry(t.data).check_config(config)
+    return registry.open_dataset(t.data, split, where)
+  except (ValueError, FileNotFoundError) as e:
+    root = f"data_root={t.data_root!r}" if t.data_root else "data_root is empty"
+    raise type(e)(f"config.train.data={t.data!r} (data_config={t.data_config!r}, {root}, "
+                  f"split_protocol={t.split_protocol!r}): {e}") from None
+
+
+def load_training_data(config, decoder, cache_dir=None, embedder=None, log=logging.info):
+  """Training and validation features of the dataset `config.train.data` names (`DATASETS`,
+  read through the registry; data_root, data_config, split_protocol, max_train_examples,
+  eval_examples, seq_len) through GraphLoom's pipeline, cached in `cache_dir`. The knowledge
+  sources are the training split's (SceneKB's WordNet facts; none for the path datasets,
+  whose instance graph is already the KB neighbourhood)."""
   from graphloom_jax.models import load_embedder
   from graphloom_jax.pipeline import GraphLoom
   from graphloom_jax.pipeline import ablation
@@ -180,72 +210,19 @@ def load_scenekb(config, decoder, cache_dir=None, embedder=None, log=logging.inf
     raise ValueError(f"config.ablation={config.ablation.to_dict()}: the ablation switches act "
                      "at answering time on heads trained with the full system; train with the "
                      "defaults")
-  if config.train.data != "scenekb":
-    raise ValueError(f"config.train.data={config.train.data!r}: load_scenekb reads 'scenekb'; "
-                     "load_training_data picks the reader")
-  root = config.train.data_root or None
-  splits = {s: scenekb.load(s, root=root) for s in ("train", "validation")}
-  embedder = embedder if embedder is not None else load_embedder(config.embedder.path or None)
-  system = GraphLoom(config, decoder, embedder, kb_sources=[splits["train"].kb_source()])
-  out = {}
-  for split, limit in (("train", config.train.max_train_examples),
-                       ("validation", config.train.eval_examples)):
-    kb = splits[split]
-    questions = kb.questions[:limit] if limit else kb.questions
-    start = time.time()
-    out[split] = cached_featurize(cache_dir, split, system, kb, questions, config.train.seq_len,
-                                  log)
-    log(f"{split}: {len(questions)} questions featurised in {time.time() - start:.1f}s")
-  return out["train"], out["validation"]
-
-
-PATH_DATASETS = ("pathquestion", "wc2014")
-DATASETS = ("scenekb",) + PATH_DATASETS
-
-
-def load_pathqa(config, decoder, cache_dir=None, embedder=None, log=logging.info):
-  """Training and validation features of a PathQuestion / WorldCup2014 dataset
-  (config.train.data, data_config, data_root, split_protocol, max_train_examples,
-  eval_examples, seq_len), open answers, no knowledge-base enrichment (the instance graph is
-  already the KB neighbourhood), cached in `cache_dir`."""
-  from graphloom_jax.data import pathquestion, wc2014
-  from graphloom_jax.models import load_embedder
-  from graphloom_jax.pipeline import GraphLoom
   t = config.train
-  reader = {"pathquestion": pathquestion, "wc2014": wc2014}.get(t.data)
-  if reader is None:
-    raise ValueError(f"config.train.data={t.data!r}: load_pathqa reads {PATH_DATASETS}")
-  if t.data_config not in reader.NAMES:
-    raise ValueError(f"config.train.data_config={t.data_config!r}: expected one of "
-                     f"{reader.NAMES} for {t.data}")
-  if not t.data_root:
-    raise ValueError(f"config.train.data_root is empty: give the folder with the {t.data} "
-                     "release files")
-  if config.graph.singularize:
-    raise ValueError("config.graph.singularize=True would rename KB entities to singular forms "
-                     "('Hard Times' -> 'hard time') that are not their answers; set it to False "
-                     "(configs/pathquestion.py does)")
-  ds = reader.load(t.data_config, root=t.data_root)
+  splits = {s: open_training_split(config, s) for s in ("train", "validation")}
   embedder = embedder if embedder is not None else load_embedder(config.embedder.path or None)
-  system = GraphLoom(config, decoder, embedder, kb_sources=[])
+  system = GraphLoom(config, decoder, embedder, kb_sources=list(splits["train"].kb_sources))
   out = {}
   for split, limit in (("train", t.max_train_examples), ("validation", t.eval_examples)):
-    questions = ds.split(split, t.split_protocol)
-    questions = questions[:limit] if limit else questions
+    ds = splits[split]
+    examples = ds.examples(0, min(limit, len(ds)) if limit else len(ds))
     start = time.time()
-    out[split] = cached_featurize(cache_dir, f"{t.data_config}-{split}", system, ds, questions,
-                                  t.seq_len, log, featurizer=featurize_paths)
-    log(f"{split}: {len(questions)} questions featurised in {time.time() - start:.1f}s")
+    name = f"{t.data_config}-{split}" if t.data_config else split
+    out[split] = cached_featurize(cache_dir, name, system, ds, examples, t.seq_len, log)
+    log(f"{split}: {len(examples)} questions featurised in {time.time() - start:.1f}s")
   return out["train"], out["validation"]
-
-
-def load_training_data(config, decoder, cache_dir=None, embedder=None, log=logging.info):
-  """The training and validation features `config.train.data` names (`DATASETS`)."""
-  if config.train.data == "scenekb":
-    return load_scenekb(config, decoder, cache_dir, embedder, log)
-  if config.train.data in PATH_DATASETS:
-    return load_pathqa(config, decoder, cache_dir, embedder, log)
-  raise ValueError(f"config.train.data={config.train.data!r}: expected one of {DATASETS}")
 
 
 class ArraySource:
