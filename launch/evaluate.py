@@ -33,7 +33,7 @@ import pathlib
 
 from absl import app, flags, logging
 
-from graphloom_jax import provenance
+from graphloom_jax import distributed, provenance
 from graphloom_jax.data import registry
 from graphloom_jax.evaluation import sharded
 from graphloom_jax import sharding
@@ -82,7 +82,7 @@ def main(argv):
   common.check_output_dir("workdir", FLAGS.workdir)
   common.set_log_process(FLAGS.process_id, FLAGS.num_processes)  # before jax.distributed logs
   ids = [int(i) for i in FLAGS.local_device_ids] if FLAGS.local_device_ids else None
-  procs = sharded.init_processes(FLAGS.coordinator_address, FLAGS.num_processes,
+  procs = distributed.init_processes(FLAGS.coordinator_address, FLAGS.num_processes,
                                  FLAGS.process_id, ids)
   common.set_log_process(procs.index, procs.count)
   out = pathlib.Path(FLAGS.workdir)
@@ -90,7 +90,7 @@ def main(argv):
     sharded.wait_for_plan(out, FLAGS.wait_timeout_s)
   try:
     mesh = sharding.mesh_from_config(config)
-    devices = sharded.local_devices(mesh)
+    devices = distributed.local_devices(mesh)
     registry.entry(FLAGS.dataset).check_config(config)
     dataset = registry.open_dataset(FLAGS.dataset, FLAGS.split, registry.Location(
         root=FLAGS.manual_dir, data_dir=FLAGS.data_dir or out / "tfds",
@@ -112,7 +112,7 @@ def main(argv):
   logging.info("mesh %s of %d local %s device(s): computed shards %s, reused %s",
                devices["mesh"], devices["local"], devices["backend"], report["computed"],
                report["reused"])
-  sharded.sync(procs, "launch.evaluate: shards written")
+  distributed.sync(procs, "launch.evaluate: shards written")
   if procs.index == 0:
     evaluation.wait_for_shards(FLAGS.wait_timeout_s)
     metrics = evaluation.gather()

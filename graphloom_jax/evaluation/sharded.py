@@ -51,7 +51,7 @@ import pathlib
 import time
 from typing import Any, Callable, Sequence
 
-from graphloom_jax import atomic
+from graphloom_jax import atomic, distributed
 from graphloom_jax.data.registry import Dataset, Example, score
 from graphloom_jax.models import embedding_cache
 
@@ -301,7 +301,7 @@ class Evaluation:
     """A file barrier: returns once every shard of the plan is on disk, or raises after
     timeout_s naming the missing ones."""
     every = range(self.plan.num_shards)
-    _wait(lambda: not self.missing(every), timeout_s,
+    distributed.wait_for(lambda: not self.missing(every), timeout_s,
           lambda: f"shards {self.missing(every)[:10]} under {self.dir / SHARDS} (rerun the "
           "processes that own them: shard k belongs to process k % num_processes)")
 
@@ -327,57 +327,8 @@ def wait_for_plan(output_dir, timeout_s: float) -> None:
   """Processes other than 0 wait for process 0's plan.json before they read the dataset, so
   they find its TFDS files prepared (a file barrier)."""
   path = pathlib.Path(output_dir) / PLAN
-  _wait(path.exists, timeout_s, f"{path} (written by process 0)")
+  distributed.wait_for(path.exists, timeout_s, f"{path} (written by process 0)")
 
 
 def _jsonl(rows) -> str:
   return "".join(json.dumps(r, allow_nan=False) + "\n" for r in rows)
-
-
-def _wait(done: Callable[[], bool], timeout_s: float, what) -> None:
-  deadline = time.monotonic() + timeout_s
-  while not done():
-    if time.monotonic() > deadline:
-      raise TimeoutError(f"waited {timeout_s:.0f}s for {what() if callable(what) else what}")
-    time.sleep(0.2)
-
-
-# ------------------------------------------------------------------------------ processes
-
-@dataclasses.dataclass(frozen=True)
-class Processes:
-  index: int
-  count: int
-  distributed: bool  # through jax.distributed (else: independent processes, file barriers)
-
-
-def init_processes(coordinator_address: str | None, num_processes: int, process_id: int,
-                   local_device_ids: Sequence[int] | None = None) -> Processes:
-  """jax.distributed.initialize when a coordinator is given; without one, several processes
-  still cooperate through the files in output_dir (the plan and the shards are the barriers)."""
-  if num_processes < 1 or not 0 <= process_id < num_processes:
-    raise ValueError(f"process_id {process_id} outside [0, num_processes={num_processes})")
-  if coordinator_address:
-    import jax
-    jax.distributed.initialize(coordinator_address, num_processes, process_id,
-                               local_device_ids=local_device_ids)
-    return Processes(jax.process_index(), jax.process_count(), True)
-  if local_device_ids:
-    raise ValueError("local_device_ids needs a coordinator_address (jax.distributed)")
-  return Processes(process_id, num_processes, False)
-
-
-def sync(processes: Processes, name: str) -> None:
-  """Every process waits here for the others (jax.distributed runs only)."""
-  if processes.distributed and processes.count > 1:
-    from jax.experimental import multihost_utils
-    multihost_utils.sync_global_devices(name)
-
-
-def local_devices(mesh=None) -> dict:
-  """This process's devices and the mesh it evaluates on ({"data": n, "model": m}; 1 x 1
-  without one)."""
-  import jax
-  from graphloom_jax import sharding
-  return {"backend": jax.default_backend(), "local": jax.local_device_count(),
-          "global": jax.device_count(), "mesh": sharding.describe(mesh)}
