@@ -153,6 +153,12 @@ def _train() -> ml_collections.ConfigDict:
   # batch_size is the micro-batch of one forward/backward; an optimizer step averages grad_accum
   # of them (effective batch batch_size * grad_accum).
   s.seq_len = 128  # prompt + answer tokens per training row (right-padded)
+  # Variable-length rows (a text baseline's evidence lines): length_buckets cuts every batch to
+  # the shortest power-of-two length >= 64 that holds its rows (the same values, fewer steps);
+  # group_by_length=G > 0 sorts each chunk of G batches of the shuffled order by length, so a
+  # batch holds rows of similar length (training.data.batches). 0: plain shuffling.
+  s.length_buckets = False
+  s.group_by_length = 0
   # What the heads train on: "scenekb" (multiple choice), or open-answer "pathquestion" /
   # "wc2014" (graphloom_jax.data.pathqa; data_config names the dataset, e.g. "PQ-3H" / "WC-2H",
   # and split_protocol its split: "path", the headline split, or "line", the published one).

@@ -163,6 +163,15 @@ def bucket(n: int, multiple: int = 64) -> int:
   return max(multiple, -(-n // multiple) * multiple)
 
 
+def power_bucket(n: int, smallest: int = 64) -> int:
+  """Row lengths rounded up to a power of two (at least `smallest`): few shapes, so a jitted
+  step over rows of any length compiles a handful of times."""
+  length = smallest
+  while length < n:
+    length *= 2
+  return length
+
+
 def mode_prompt_ids(fmt: TextFormat, mode: str, question: str, evidence: Sequence[str] = (),
                     style: str = "instruct") -> list[int]:
   """The prompt of a mode: Flat-RAG and its trained variant with the evidence lines, GraphLoom,

@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import pathlib
+import sys
 import time
 from typing import Callable, Sequence
 
@@ -242,13 +243,77 @@ class ArraySource:
     return {k: v[i] for k, v in self.arrays.items()}
 
 
-def batches(arrays: dict[str, np.ndarray], batch_size: int, seed: int) -> grain.MapDataset:
-  """Infinite shuffled batches; element i is micro-batch i (a new order every epoch)."""
+def batches(arrays: dict[str, np.ndarray], batch_size: int, seed: int,
+            group_by_length: int = 0) -> grain.MapDataset:
+  """Infinite shuffled batches; element i is micro-batch i (a new order every epoch).
+  group_by_length=G > 0: each epoch's shuffled order is cut into chunks of G batches, each chunk
+  sorted by row length (`row_lengths`) and cut into batches, and the batches shuffled, so a
+  batch holds rows of similar length and `trim_batch` cuts little padding (the
+  length-grouped sampling of variable-length training)."""
   source = ArraySource(arrays)
   if len(source) < batch_size:
     raise ValueError(f"{len(source)} examples cannot fill one batch of {batch_size}")
+  if group_by_length < 0:
+    raise ValueError(f"group_by_length must be >= 0, got {group_by_length}")
+  if group_by_length:
+    return grain.MapDataset.source(_GroupedBatches(source, batch_size, seed, group_by_length))
   return (grain.MapDataset.source(source).shuffle(seed=seed).repeat(None)
           .batch(batch_size, drop_remainder=True))
+
+
+class _GroupedBatches:
+  """Random access to the length-grouped batches of `batches` (element i: micro-batch i)."""
+
+  def __init__(self, source: ArraySource, batch_size: int, seed: int, group: int):
+    self.source, self.batch_size, self.seed, self.group = source, batch_size, seed, group
+    self.lengths = row_lengths(source.arrays)
+    self.per_epoch = len(source) // batch_size
+    self._cached = (None, None)
+
+  def __len__(self):
+    return sys.maxsize
+
+  def epoch_order(self, epoch: int) -> np.ndarray:
+    """[per_epoch, batch_size] example indices of one epoch's batches, in order."""
+    if self._cached[0] != epoch:
+      rng = np.random.default_rng([self.seed, epoch])
+      perm = rng.permutation(len(self.source))[:self.per_epoch * self.batch_size]
+      chunk = self.group * self.batch_size
+      order = np.concatenate([c[np.argsort(-self.lengths[c], kind="stable")]
+                              for c in np.split(perm, range(chunk, len(perm), chunk))])
+      self._cached = (epoch, order.reshape(self.per_epoch, self.batch_size)[
+          rng.permutation(self.per_epoch)])
+    return self._cached[1]
+
+  def __getitem__(self, i):
+    epoch, k = divmod(int(i), self.per_epoch)
+    idx = self.epoch_order(epoch)[k]
+    return {key: v[idx] for key, v in self.source.arrays.items()}
+
+
+# The arrays whose axis `STEP_AXES[key]` runs over a row's steps (the rest: per slot or per row).
+STEP_AXES = {"tokens": 1, "valid": 1, "targets": 1, "loss_mask": 1, "output_mask": 1,
+             "mc_tokens": 2, "mc_valid": 2, "mc_option_mask": 2}
+
+
+def row_lengths(arrays: dict[str, np.ndarray]) -> np.ndarray:
+  """[N] the tokens of each example's longest row (its answer row or an option row)."""
+  n = np.asarray(arrays["valid"]).sum(-1)
+  if "mc_valid" in arrays:
+    n = np.maximum(n, np.asarray(arrays["mc_valid"]).sum(-1).max(-1))
+  return n
+
+
+def trim_batch(batch: dict[str, np.ndarray], smallest: int = 64) -> dict[str, np.ndarray]:
+  """The batch cut to the shortest power-of-two length (`prompts.power_bucket`, at least
+  `smallest`, at most the featurised S) that holds every row: only right padding goes, which no
+  loss, score or earlier step reads (causal attention), so the step computes the same values."""
+  s = batch["tokens"].shape[1]
+  length = min(s, prompts.power_bucket(int(row_lengths(batch).max()), smallest))
+  if length == s:
+    return batch
+  return {k: np.take(v, np.arange(length), axis=STEP_AXES[k]) if k in STEP_AXES else v
+          for k, v in batch.items()}
 
 
 def eval_batches(arrays: dict[str, np.ndarray], batch_size: int):

@@ -297,7 +297,7 @@ class Trainer:
     self.rest = jax.device_put(rest, self.replicated)
     self.opt_state = jax.device_put(optimizer(self.h).init(self.params), self.replicated)
     self.dataset = data_lib.batches(train_arrays, config.train.batch_size,
-                                    config.train.shuffle_seed)
+                                    config.train.shuffle_seed, config.train.group_by_length)
     self.step = 0
     self.micro_step = 0
     self.best = -math.inf
@@ -437,6 +437,7 @@ class Trainer:
     n_correct, n, hits, total = 0, 0, 0, 0
     gates, utils, valids = [], [], []
     for batch, real in data_lib.eval_batches(arrays, self.config.train.batch_size):
+      batch = self._bucketed(batch)
       out = eval_step(self.params, self.rest, self.backbone_state,
                       jax.device_put(batch, self.sharded), heads_def=self.heads_def,
                       backbone_def=self.backbone_def, first_layer=self.first_layer)
@@ -460,6 +461,10 @@ class Trainer:
                           mask=np.concatenate(valids))
     return {"s_ans": s_ans, "s_faith": s_faith, "s_val": 0.7 * s_ans + 0.3 * s_faith,
             "gate_ece": ece, "eval_examples": n}
+
+  def _bucketed(self, batch):
+    """config.train.length_buckets: the batch cut to its power-of-two length bucket."""
+    return data_lib.trim_batch(batch) if self.config.train.length_buckets else batch
 
   # ---------------------------------------------------------------- training
 
@@ -488,7 +493,7 @@ class Trainer:
     try:
       while self.step < self.h.num_steps and not stopped:
         for _ in range(self.h.grad_accum):
-          batch = jax.device_put(self.dataset[self.micro_step], self.sharded)
+          batch = jax.device_put(self._bucketed(self.dataset[self.micro_step]), self.sharded)
           self.params, self.opt_state, metrics = train_step(
               self.params, self.opt_state, self.rest, self.backbone_state, batch,
               heads_def=self.heads_def, backbone_def=self.backbone_def, h=self.h,
