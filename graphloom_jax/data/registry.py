@@ -247,13 +247,12 @@ def _scenekb_scores(rows):
 
 
 def _path_scores(rows):
-  """Hits@1 and EM / F1 against the best of the gold answer set (evaluation/pathqa_rows.py
-  scores its rows the same way)."""
-  best = [answer_metrics.best_answer_metrics(r["text"], r["gold"]["answers"]) for r in rows]
-  return {"hits_at_1": 100 * float(np.mean([answer_metrics.hits_at_1(
-              r["text"], r["gold"]["answers"]) for r in rows])),
-          "em": 100 * float(np.mean([e for e, _ in best])),
-          "f1": 100 * float(np.mean([f for _, f in best]))}
+  """Hits@1 and EM / F1 against the best of the gold answer set, the per-question scores of
+  the PathQuestion tables (`evaluation.answers.open_answer_scores`)."""
+  per = [answer_metrics.open_answer_scores(r["text"], r["gold"]["answers"]) for r in rows]
+  return {"hits_at_1": float(np.mean([s["hits"] for s in per])),
+          "em": float(np.mean([s["em"] for s in per])),
+          "f1": float(np.mean([s["f1"] for s in per]))}
 
 
 def _okvqa_scores(rows):
@@ -337,7 +336,6 @@ REGISTRY: dict[str, Entry] = {
                   "type"),
 }
 DATASETS = tuple(REGISTRY)
-TRAINABLE = tuple(name for name, e in REGISTRY.items() if e.trainable)
 
 
 def entry(name: str) -> Entry:

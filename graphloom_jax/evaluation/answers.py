@@ -123,6 +123,13 @@ def best_answer_metrics(predicted: str, gold: Sequence[str]) -> tuple[float, flo
   return max(s[0] for s in scores), max(s[1] for s in scores)
 
 
+def open_answer_scores(predicted: str, gold: Sequence[str]) -> dict[str, float]:
+  """Hits@1, EM and F1 (percent) of one open answer against its alternative gold answers
+  (a PathQuestion answer set): `hits_at_1` and `best_answer_metrics`."""
+  em, f1 = best_answer_metrics(predicted, gold)
+  return {"hits": 100.0 * hits_at_1(predicted, gold), "em": 100.0 * em, "f1": 100.0 * f1}
+
+
 def mean_answer_metrics(predictions: Sequence, golds: Sequence) -> dict[str, float]:
   """Mean EM and F1 (in percent) over aligned lists of predictions and gold answers."""
   if len(predictions) != len(golds):

@@ -44,10 +44,9 @@ def readers():
 def _record(q, text: str, seconds: float, retrieved=None, gold_keys=frozenset()) -> dict:
   """One question's scores; R@5 (`recall5`) only for rows whose answer reads the retrieved
   subgraph (`retrieved` not None), else None: a reader or a no-retrieval mode has no R@5."""
-  em, f1 = answers.best_answer_metrics(text, q.answers)
   recall5 = None if retrieved is None else 100.0 * recall_at(retrieved, gold_keys)
-  return dict(qid=q.qid, answer=text, gold=list(q.answers), hits=100.0 * answers.hits_at_1(
-      text, q.answers), em=100.0 * em, f1=100.0 * f1, recall5=recall5, seconds=seconds)
+  return dict(qid=q.qid, answer=text, gold=list(q.answers),
+              **answers.open_answer_scores(text, q.answers), recall5=recall5, seconds=seconds)
 
 
 def reader_row(ds, questions, reader: str, protocol: str) -> list[dict]:

@@ -176,9 +176,6 @@ def cached_featurize(cache_dir: str | os.PathLike | None, name: str, system,
   return arrays
 
 
-DATASETS = registry.TRAINABLE
-
-
 def open_training_split(config, split: str) -> registry.Dataset:
   """The split of the dataset config.train names (data, data_root, data_config,
   split_protocol), through the registry; a bad setting is an error naming the config key."""
@@ -199,8 +196,8 @@ def open_training_split(config, split: str) -> registry.Dataset:
 
 
 def load_training_data(config, decoder, cache_dir=None, embedder=None, log=logging.info):
-  """Training and validation features of the dataset `config.train.data` names (`DATASETS`,
-  read through the registry; data_root, data_config, split_protocol, max_train_examples,
+  """Training and validation features of the dataset `config.train.data` names (a trainable
+  entry of the registry; data_root, data_config, split_protocol, max_train_examples,
   eval_examples, seq_len) through GraphLoom's pipeline, cached in `cache_dir`. The knowledge
   sources are the training split's (SceneKB's WordNet facts; none for the path datasets,
   whose instance graph is already the KB neighbourhood)."""
