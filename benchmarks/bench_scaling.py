@@ -46,6 +46,13 @@ Clustered mode (`--clustered`: ScaNN's defaults against exact search):
   one query at a time (median over --latency_queries), each against the same mode of exact.
 - --blobs=40: instead, tests/test_index.py's mixture at scale (40 isotropic Gaussian blobs,
   normalize(c + 0.35 g), c, g ~ N(0, I)): no structure inside a blob, the hard case for a tree.
+- --wide=2000 --width=1.5: instead, 2000 isotropic clusters around unit centres c, points
+  normalize(c + w g / sqrt(D)) (cosine to the centre ~0.55 at w = 1.5), queries
+  normalize(p + 0.3 g / sqrt(D)) around random indexed points p: no one tuned on it, and a
+  query's neighbours spread over many leaves, so a fixed share of the leaves misses them.
+- ScaNN is built with its defaults, which calibrate leaves_to_search and reorder on 500
+  held-out rows of the pool to recall@10 0.95 (retrieval.index.ScannIndex.calibrate); the
+  chosen pair and the calibration's own recall are printed with the measured one.
 - Timing: exact and ScaNN take turns (3 batched repetitions, best kept; single queries
   alternate), so load from other processes falls on both alike.
 - --sweep_configs="leaves:L1/L2,...;reorder:R1/R2,..." also searches the built ScaNN index with
@@ -74,10 +81,15 @@ flags.DEFINE_integer("dim", 384, "vector width of --clustered")
 flags.DEFINE_integer("queries", 1000, "queries of --clustered")
 flags.DEFINE_integer("blobs", 0, "--clustered: use this many isotropic blobs "
                      "(tests/test_index.py's mixture) instead of the hierarchical mixture")
+flags.DEFINE_integer("wide", 0, "--clustered: use this many wide isotropic clusters around unit "
+                     "centres, queries near indexed points (see the module docstring)")
+flags.DEFINE_float("width", 1.5, "--clustered --wide: the clusters' width w")
 flags.DEFINE_string("spread", "0.7,1.6", "--clustered: range of the cluster widths w (wider: "
                     "clusters overlap more, harder for ANN)")
 flags.DEFINE_string("sweep_configs", "", "--clustered: leaves:a/b/...;reorder:x/y/... searched "
                     "on the default-built index besides the defaults")
+flags.DEFINE_bool("ah_cost", False, "--clustered: measure the hashing's per-row cost relative to "
+                  "exact re-scoring (retrieval.index.AH_ROW_COST) at each tier and stop")
 flags.DEFINE_string("sweep", "", "comma-separated ScaNN leaves_to_search to also report at the "
                     "largest tier (recall@10 and latency), for tuning the defaults")
 
@@ -255,6 +267,26 @@ def blob_vectors(n: int, dim: int, seed: int, blobs: int = 40, noise: float = 0.
   return sample(n, rng), sample
 
 
+def wide_vectors(n: int, dim: int, seed: int, clusters: int = 2000, width: float = 1.5):
+  """(points, a sampler of queries near indexed points); see --wide in the module docstring."""
+  rng = np.random.default_rng(seed)
+  centres = rng.standard_normal((clusters, dim)).astype(np.float32)
+  centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+  pool = np.empty((n, dim), np.float32)
+  for s in range(0, n, 65536):
+    c = min(65536, n - s)
+    v = centres[rng.integers(0, clusters, c)] + width / np.float32(np.sqrt(dim)) * \
+        rng.standard_normal((c, dim), dtype=np.float32)
+    pool[s:s + c] = v / np.linalg.norm(v, axis=1, keepdims=True)
+
+  def sample(m, rng):
+    v = pool[rng.choice(n, m, replace=False)] + 0.3 / np.float32(np.sqrt(dim)) * \
+        rng.standard_normal((m, dim), dtype=np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+  return pool, sample
+
+
 def race(fns: dict, queries, n_single: int, repeats: int = 3):
   """Seconds per query of each search function, batched (all queries in one call, the best of
   `repeats`) and one query at a time (median over the first n_single queries). The functions
@@ -291,6 +323,28 @@ def _scann_fn(index, k, leaves=None, reorder=None):
   return fn
 
 
+def ah_row_cost(index, queries, repeats: int = 5) -> dict:
+  """The calibration cost model's constant: seconds per row hashed (a, from searching all the
+  leaves against an eighth of them, re-scoring k) over seconds per row re-scored exactly (b,
+  from re-scoring 4000 against 100 candidates at an eighth of the leaves), batched, best of
+  `repeats`, the settings taking turns."""
+  n, leaves, k = len(index), index.options["num_leaves"], 10
+  few = max(1, leaves // 8)
+  settings = {"all": (leaves, k), "few": (few, k), "few deep": (few, 4000),
+              "few shallow": (few, 100)}
+  best = {name: float("inf") for name in settings}
+  search = index._searcher.search_batched_parallel
+  for _ in range(repeats):
+    for name, (lv, r) in settings.items():
+      t = time.perf_counter()
+      search(queries, final_num_neighbors=k, pre_reorder_num_neighbors=r, leaves_to_search=lv)
+      best[name] = min(best[name], time.perf_counter() - t)
+  a = (best["all"] - best["few"]) / (len(queries) * n * (1 - few / leaves))
+  b = (best["few deep"] - best["few shallow"]) / (len(queries) * 3900)
+  return {"hash s/row": a, "re-score s/row": b, "ratio": a / b,
+          **{f"{name} s": round(v, 4) for name, v in best.items()}}
+
+
 def run_clustered(f):
   import os
   from graphloom_jax.retrieval import ExactIndex, ScannIndex
@@ -302,6 +356,7 @@ def run_clustered(f):
     name, _, values = part.partition(":")
     sweep[name] = [float(v) for v in values.split("/")]
   data = (f"blobs {f.blobs} (tests/test_index.py's mixture)" if f.blobs
+          else f"{f.wide} wide clusters, width {f.width}, queries near indexed points" if f.wide
           else f"hierarchical mixture, widths {f.spread}")
   print(f"load average {os.getloadavg()}; {os.cpu_count()} CPUs; dim {f.dim}; {data}; "
         f"{f.queries} queries; single-query latency median of {f.latency_queries}")
@@ -311,16 +366,27 @@ def run_clustered(f):
     t = time.perf_counter()
     if f.blobs:
       pool, sample = blob_vectors(n, f.dim, SEED + n, f.blobs)
+    elif f.wide:
+      pool, sample = wide_vectors(n, f.dim, SEED + n, f.wide, f.width)
     else:
       spread = tuple(float(x) for x in f.spread.split(","))
       pool, sample = clustered_vectors(n, f.dim, SEED + n, spread=spread)
     queries = sample(f.queries, np.random.default_rng(SEED - n))
     log(f"N={n}: generated ({time.perf_counter() - t:.1f} s, {pool.nbytes / 2**30:.2f} GiB)")
     opts = scann_defaults(n)
+    if f.ah_cost:
+      index = ScannIndex(pool, target_recall=None)
+      print(f"N={n}: {ah_row_cost(index, queries)}", flush=True)
+      del index
+      continue
     t = time.perf_counter()
     scann = ScannIndex(pool)
     build = time.perf_counter() - t
-    log(f"  ScaNN built in {build:.1f} s: {opts}")
+    opts = {k: v for k, v in scann.options.items()
+            if k in ("mode", "num_leaves", "leaves_to_search", "reorder")}
+    cal = scann.calibration or {}
+    log(f"  ScaNN built in {build:.1f} s: {scann.options}; calibration "
+        f"{ {k: v for k, v in cal.items() if k != 'grid'} }")
     fns = {"exact numpy": lambda q: exact_numpy(pool, q, k)}
     exact = None
     if n <= 300_000:  # ExactIndex copies the pool twice (host and device)
@@ -349,15 +415,18 @@ def run_clustered(f):
                  f"{ref_b / b:5.1f}x  1-query {ref_1 / one:6.1f}x")
       print(line, flush=True)
     b, one = times["ScaNN defaults"]
-    rows.append((n, opts, build, recall_vs(ids["ScaNN defaults"], truth), ref_b, b, ref_1, one))
+    rows.append((n, opts, cal.get("recall"), build, recall_vs(ids["ScaNN defaults"], truth),
+                 ref_b, b, ref_1, one))
     del scann, exact, pool, fns
-  print("\n| N | ScaNN defaults | build s | recall@10 vs exact | exact batched ms/q | ScaNN "
-        "batched ms/q | speed-up batched | exact 1-query ms | ScaNN 1-query ms | speed-up "
-        "1-query |")
-  print("|---|---|---|---|---|---|---|---|---|---|")
-  for n, opts, build, recall, rb, sb, r1, s1 in rows:
+  print("\n| N | ScaNN (calibrated) | calibration recall@10 | build s | recall@10 vs exact | "
+        "exact batched ms/q | ScaNN batched ms/q | speed-up batched | exact 1-query ms | ScaNN "
+        "1-query ms | speed-up 1-query |")
+  print("|---|---|---|---|---|---|---|---|---|---|---|")
+  for n, opts, cal_recall, build, recall, rb, sb, r1, s1 in rows:
     desc = ", ".join(f"{k}={v}" for k, v in opts.items() if k != "mode")
-    print(f"| {n} | {desc} | {build:.1f} | {recall:.4f} | {rb * 1e3:.3f} | {sb * 1e3:.3f} | "
+    cal_text = "" if cal_recall is None else f"{cal_recall:.4f}"
+    print(f"| {n} | {desc} | {cal_text} | {build:.1f} | {recall:.4f} | {rb * 1e3:.3f} | "
+          f"{sb * 1e3:.3f} | "
           f"{rb / sb:.1f}x | {r1 * 1e3:.2f} | {s1 * 1e3:.3f} | {r1 / s1:.1f}x |")
   print(f"load average after: {os.getloadavg()}")
   print("Targets: recall@10 >= 0.95 and >= 10x exact at every N.")

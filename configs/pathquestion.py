@@ -7,16 +7,8 @@ on the command line:
   (WorldCup2014: --config.train.data=wc2014 --config.train.data_config=WC-2H)
 """
 
-from graphloom_jax.configs import smollm2
+from graphloom_jax import defaults
 
 
 def get_config():
-  c = smollm2.get_config()
-  c.train.data = "pathquestion"
-  c.train.data_config = "PQ-3H"
-  c.train.split_protocol = "path"
-  # Entity names are KB names, not common nouns: no singular forms ("Hard Times" stays).
-  c.graph.singularize = False
-  # A question (up to ~35 tokens) and a KB name fit in 96 tokens of the training prompt.
-  c.train.seq_len = 96
-  return c
+  return defaults.pathquestion_config()

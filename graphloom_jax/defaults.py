@@ -317,3 +317,16 @@ def embedded_config() -> ml_collections.ConfigDict:
   # SceneKB answers are a word or two; 16 new tokens bound a question's decoding time.
   c.decode.max_new_tokens = 16
   return c
+
+
+def pathquestion_config() -> ml_collections.ConfigDict:
+  """The embedded model on PathQuestion / WorldCup2014 (graphloom_jax.data.pathqa): open
+  answers, entity names kept as the KB writes them (no singular forms: "Hard Times" stays)."""
+  c = embedded_config()
+  c.train.data = "pathquestion"
+  c.train.data_config = "PQ-3H"
+  c.train.split_protocol = "path"
+  c.graph.singularize = False
+  # A question (up to ~35 tokens) and a KB name fit in 96 tokens of the training prompt.
+  c.train.seq_len = 96
+  return c

@@ -20,9 +20,10 @@ def _unit(x):
   return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
 
 
-def _clustered(rng, n, d, clusters=40):
-  """Unit vectors around random centres: the structure real embeddings have and ANN exploits."""
-  centres = rng.standard_normal((clusters, d))
+def _clustered(rng, n, d, clusters=40, centres=None):
+  """Unit vectors around random centres (new ones unless given): the structure real embeddings
+  have and ANN exploits."""
+  centres = rng.standard_normal((clusters, d)) if centres is None else centres
   return _unit(centres[rng.integers(0, clusters, n)] + 0.35 * rng.standard_normal((n, d)))
 
 
@@ -77,16 +78,27 @@ def test_scann_defaults_by_pool_size():
 
 def test_scann_defaults_recall_on_clustered_pool():
   """The shipped tree settings (not brute force) at 40k 384-dim clustered vectors: recall@10
-  against exact search (the quality half of benchmarks/scaling.md; no timing here)."""
+  against exact search (the quality half of benchmarks/scaling.md; no timing here), for fresh
+  queries of the pool's mixture, which the build calibrates for; queries far from every row
+  (drawn around other centres: cosine ~0.16 to their nearest row) need their own calibration."""
   rng, seed = _rng()
-  vectors = _clustered(rng, 40_000, 384)
-  queries = _clustered(rng, 300, 384)
+  centres = rng.standard_normal((40, 384))
+  vectors = _clustered(rng, 40_000, 384, centres=centres)
+  queries = _clustered(rng, 300, 384, centres=centres)
   index = ScannIndex(vectors)
-  assert index.options["mode"] == "tree_ah"
-  exact_ids, _ = ExactIndex(vectors).search(queries, 10)
+  assert index.options["mode"] == "tree_ah" and index.calibration["met"]
+  exact = ExactIndex(vectors)
+  exact_ids, _ = exact.search(queries, 10)
   ids, _ = index.search(queries, 10)
   recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids, exact_ids)])
-  assert recall >= 0.95, f"seed {seed}: recall@10 {recall}"
+  assert recall >= 0.95, f"seed {seed}: recall@10 {recall}, {index.calibration}"
+  far = _clustered(rng, 600, 384)
+  far_ids, _ = exact.search(far, 10)
+  assert index.calibrate(far[:300], far_ids[:300])["recall"] >= 0.96
+  ids, _ = index.search(far[300:], 10)
+  recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ids, far_ids[300:])])
+  # 300 held-out queries whose neighbours are all nearly tied: the sample's error is ~0.015.
+  assert recall >= 0.92, f"seed {seed}: far queries, recall@10 {recall}, {index.calibration}"
 
 
 def test_scann_recall_against_exact():
@@ -114,6 +126,102 @@ def test_scann_recall_against_exact():
   # neighbours whose scores tie to float32 precision may come in either order
   np.testing.assert_allclose(np.einsum("qd,qkd->qk", queries, vectors[bf_ids]), exact_s,
                              atol=1e-5, err_msg=f"seed {seed}")
+
+
+def _wide(rng, n, d, clusters=200, width=1.5):
+  """Unit vectors around unit centres, normalize(c + width g / sqrt(d)): clusters wide enough that
+  a query's neighbours spread over many k-means leaves, so a fixed share of leaves misses them."""
+  centres = _unit(rng.standard_normal((clusters, d)))
+  return _unit(centres[rng.integers(0, clusters, n)]
+               + width * rng.standard_normal((n, d)) / np.sqrt(d))
+
+
+def _recall(found, truth):
+  return float(np.mean([len(set(a) & set(b)) / len(b) for a, b in zip(found, truth)]))
+
+
+CALIBRATED = dict(mode="tree_ah", num_leaves=90, training_sample_size=8000, dims_per_block=2,
+                  quantization_threshold=0.2, target_recall=0.95, calibration_queries=300)
+
+
+def test_scann_calibration_meets_its_target_where_fixed_leaves_do_not():
+  from graphloom_jax.retrieval import index as index_lib
+
+  rng, seed = _rng()
+  vectors = _wide(rng, 8000, 32)
+  near = vectors[rng.choice(8000, 300, replace=False)]
+  queries = _unit(near + 0.3 * rng.standard_normal(near.shape) / np.sqrt(32))
+  exact_ids, _ = _brute(vectors, np.arange(8000), queries, 10)
+  # A fixed small share of the leaves (the kind of default that does not transfer) falls short.
+  fixed = ScannIndex(vectors, **{**CALIBRATED, "target_recall": None, "leaves_to_search": 2,
+                                 "reorder": 100})
+  assert fixed.calibration is None and fixed.options["leaves_to_search"] == 2
+  assert _recall(fixed.search(queries, 10)[0], exact_ids) < 0.9, f"seed {seed}"
+  index = ScannIndex(vectors, **CALIBRATED)
+  cal = index.calibration
+  assert cal["met"] and cal["queries"] == 300 and cal["k"] == 10, cal
+  leaves, reorder = index.options["leaves_to_search"], index.options["reorder"]
+  assert (cal["leaves_to_search"], cal["reorder"]) == (leaves, reorder)
+  # Fresh queries near indexed points, scored against numpy brute force, meet the target.
+  recall = _recall(index.search(queries, 10)[0], exact_ids)
+  assert recall >= 0.95 - 0.02, f"seed {seed}: calibrated recall@10 {recall}, {cal}"
+  # calibrate() on given queries: the recorded recall is what search() then scores.
+  other = _unit(vectors[:200] + 0.3 * rng.standard_normal((200, 32)) / np.sqrt(32))
+  other_exact, _ = _brute(vectors, np.arange(8000), other, 10)
+  again = index.calibrate(other, other_exact, 0.9)
+  assert again["queries"] == 200 and index.calibration is again
+  assert abs(_recall(index.search(other, 10)[0], other_exact) - again["recall"]) < 1e-9
+  assert again["recall"] >= 0.9 + index_lib.CALIBRATION_MARGIN or not again["met"]
+  # The pair is the cheapest measured one that meets the goal, by the documented cost model.
+  goal = 0.95 + index_lib.CALIBRATION_MARGIN
+  n = 8000 - 300  # the build's pool: the held-out rows are added after calibration
+  cost = lambda p: index_lib.AH_ROW_COST * p[0] / 90 * n + p[1]  # noqa: E731
+  meeting = [(l, r) for l, r, got in cal["grid"] if got >= goal]
+  assert (leaves, reorder) in meeting and cost((leaves, reorder)) == min(map(cost, meeting))
+  assert cal["recall"] >= goal and len(index) == 8000
+  assert sorted(index.ids) == list(range(8000))
+
+
+def test_scann_calibration_falls_back_to_its_best_pair(monkeypatch):
+  from graphloom_jax.retrieval import index as index_lib
+
+  monkeypatch.setattr(index_lib, "CALIBRATION_LEAF_SHARES", (0.02, 0.05))
+  monkeypatch.setattr(index_lib, "CALIBRATION_REORDERS", (20,))
+  rng, _ = _rng()
+  vectors = _wide(rng, 6000, 32)
+  index = ScannIndex(vectors, **{**CALIBRATED, "target_recall": 0.999})
+  cal = index.calibration
+  # Short of the goal with every leaf searched, no fewer leaves are tried: the widest pair stays.
+  assert not cal["met"] and [g[:2] for g in cal["grid"]] == [[5, 20]]
+  assert (index.options["leaves_to_search"], index.options["reorder"]) == (5, 20)
+  assert abs(cal["recall"] - cal["grid"][0][2]) < 1e-4 and cal["recall"] < 0.999
+
+
+def test_scann_calibration_saved_and_loaded(tmp_path):
+  rng, _ = _rng()
+  vectors = _wide(rng, 5000, 16)
+  index = ScannIndex(vectors, **{**CALIBRATED, "num_leaves": 70})
+  index.save(tmp_path / "ix")
+  back = load_index(tmp_path / "ix")
+  assert back.options == index.options and back.calibration == index.calibration
+  queries = vectors[:20]
+  np.testing.assert_array_equal(back.search(queries, 10)[0], index.search(queries, 10)[0])
+
+
+def test_scann_calibration_bad_options():
+  rng, _ = _rng()
+  vectors = _wide(rng, 3000, 16)
+  with pytest.raises(ValueError, match="give it or \\['leaves_to_search'\\], not both"):
+    ScannIndex(vectors, **{**CALIBRATED, "num_leaves": 40, "leaves_to_search": 4})
+  with pytest.raises(ValueError, match="target_recall must be in \\(0, 1\\]"):
+    ScannIndex(vectors, **{**CALIBRATED, "num_leaves": 40, "target_recall": 1.5})
+  with pytest.raises(ValueError, match="calibrate applies to mode 'tree_ah' only"):
+    ScannIndex(vectors).calibrate(vectors, np.zeros((3000, 10), np.int64))
+  index = ScannIndex(vectors, **{**TREE, "num_leaves": 40})
+  with pytest.raises(ValueError, match="exact_ids must be \\[10, k\\]"):
+    index.calibrate(vectors[:10], np.zeros((9, 10), np.int64))
+  with pytest.raises(ValueError, match="needs at least 1200 vectors, got 1000"):
+    ScannIndex(vectors[:1000], **{**CALIBRATED, "num_leaves": 40})
 
 
 def test_scann_pads_missing_results_with_minus_one():

@@ -175,13 +175,16 @@ class GraphLoom:
 
   @classmethod
   def from_pretrained(cls, name: str = "embedded", **kwargs) -> "GraphLoom":
-    """"embedded": SmolLM2-135M-Instruct, all-MiniLM-L6-v2 and the heads shipped with the
-    package (trained on SceneKB; see graphloom_jax/resources/heads/smollm2/README.md)."""
-    if name != "embedded":
-      raise ValueError(f"GraphLoom.from_pretrained: unknown name {name!r}; 'embedded' is the "
-                       "one shipped model (use from_config for others)")
-    return cls.from_config(defaults.embedded_config(), heads=str(HEADS_DIR / "smollm2"),
-                           **kwargs)
+    """A model shipped with the package (PRETRAINED): SmolLM2-135M-Instruct and
+    all-MiniLM-L6-v2 with heads trained on
+      "embedded": SceneKB (graphloom_jax/resources/heads/smollm2/README.md);
+      "pathquestion": PathQuestion PQL-3H, open answers
+        (graphloom_jax/resources/heads/pathquestion/README.md)."""
+    if name not in PRETRAINED:
+      raise ValueError(f"GraphLoom.from_pretrained: unknown name {name!r}; shipped: "
+                       f"{', '.join(PRETRAINED)} (use from_config for others)")
+    config, folder = PRETRAINED[name]
+    return cls.from_config(config(), heads=str(HEADS_DIR / folder), **kwargs)
 
   # ---------------------------------------------------------------- stage 1
 
@@ -567,3 +570,8 @@ class GraphLoom:
         it.text = first_text
         answer.revision_text, answer.revised = self.fmt.decode(ids), False
       it.timings["revision"] = seconds + time.perf_counter() - t1
+
+
+# from_pretrained's names: (config, heads folder under resources/heads).
+PRETRAINED = {"embedded": (defaults.embedded_config, "smollm2"),
+              "pathquestion": (defaults.pathquestion_config, "pathquestion")}

@@ -23,17 +23,18 @@ ExactIndex runs one jitted function per (query batch, k): the pool is padded to 
 scanned chunk by chunk, keeping a running top-k, so a 1M x 384 pool never materialises a
 [Q, N] score matrix (with the defaults the peak is one [256, 65536] block, 64 MiB).
 
-ScannIndex wraps ScaNN's numpy searcher. `scann_defaults(n)` is the shipped tuning: brute force
+ScannIndex wraps ScaNN's numpy searcher. `scann_defaults(n)` is the shipped build: brute force
 below 20k rows (partitioning buys nothing there); above, a k-means tree of about sqrt(N) leaves
-(trained on at most 100k rows) with anisotropic 2-dim-block hashing (threshold 0.2), searching
-4% of the leaves (at least 13) and re-scoring the best max(250, N / 2000) candidates exactly.
-Chosen with `benchmarks/bench_scaling.py --clustered` (benchmarks/scaling.md): on clustered
-384-dim vectors at 100k, 300k and 1M it reaches recall@10 >= 0.95 against exact search at >= 10x
-the speed of a batched exact matmul. Recall is bounded by the hashing more than by the leaves
-(on isotropic blobs at 300k, re-scoring 100 candidates caps it near 0.90 and 250 near 0.98; at
-1M 250 gives 0.95 and 500 about 0.99), speed by the share of leaves searched (20%, the earlier
-default, was 5-6x exact when queries are batched). When the leaves searched hold fewer than k
-points ScaNN pads its answer; those slots come back as id -1 and score -inf.
+(trained on at most 100k rows) with anisotropic 2-dim-block hashing (threshold 0.2). How many
+leaves to search and how many candidates to re-score exactly is not a fixed fraction (one tuned
+on some distributions does not transfer: on wide clusters 4% of the leaves reached recall@10
+0.69): the build holds 500 rows out, builds on the rest, measures recall@10 against exact search
+for the held-out rows over a grid of (leaves_to_search, reorder), keeps the cheapest pair that
+reaches target_recall (default 0.95) plus a 0.01 margin, then adds the held-out rows
+(`ScannIndex.calibrate`, which also takes real queries and their exact answers). The pair and
+the measurements are saved with the index. `benchmarks/scaling.md` reports recall and speed
+against exact search at 100k, 300k and 1M on several distributions. When the leaves searched
+hold fewer than k points ScaNN pads its answer; those slots come back as id -1 and score -inf.
 """
 
 import functools
@@ -291,7 +292,8 @@ class ExactIndex:
                query_batch=meta["query_batch"], chunk=meta["chunk"])
 
 
-# scann_defaults' tree search: the share of the sqrt(N) leaves searched, and the candidates
+# The fixed tree search a build with target_recall=None keeps (calibrated builds replace it):
+# the share of the sqrt(N) leaves searched, and the candidates
 # re-scored exactly: at least REORDER_MIN, and N / REORDER_DIVISOR for big pools (more rows crowd
 # the hashing's error band; re-scoring N / 2000 rows costs 1/2000 of an exact search).
 # Measured with benchmarks/bench_scaling.py --clustered (benchmarks/scaling.md).
@@ -304,7 +306,11 @@ REORDER_DIVISOR = 2000
 
 
 def scann_defaults(n: int) -> dict:
-  """The shipped ScaNN settings for a pool of n vectors (see the module docstring)."""
+  """The shipped ScaNN settings for a pool of n vectors (see the module docstring).
+
+  leaves_to_search and reorder are the fixed tuning a build with target_recall=None keeps; with
+  the default target_recall the build replaces them by the cheapest pair that meets the target
+  on held-out rows of the pool (`ScannIndex.calibrate`)."""
   if n < 20_000:
     return {"mode": "brute_force"}
   num_leaves = int(round(math.sqrt(n)))
@@ -312,7 +318,30 @@ def scann_defaults(n: int) -> dict:
           "leaves_to_search": max(LEAVES_MIN, int(math.ceil(LEAVES_FRACTION * num_leaves))),
           "training_sample_size": min(n, 100_000), "dims_per_block": 2,
           "quantization_threshold": 0.2,
-          "reorder": max(REORDER_MIN, -(-n // REORDER_DIVISOR))}
+          "reorder": max(REORDER_MIN, -(-n // REORDER_DIVISOR)),
+          "target_recall": TARGET_RECALL, "calibration_queries": CALIBRATION_QUERIES}
+
+
+# Calibration (ScannIndex.calibrate): recall@CALIBRATION_K against exact search for
+# CALIBRATION_QUERIES pool rows held out of the build (drawn with CALIBRATION_SEED, added once
+# calibrated), met with CALIBRATION_MARGIN to spare so that fresh queries meet the target
+# despite the sample's error (500 queries x 10 neighbours: a standard error of about 0.003 at
+# recall 0.95).
+TARGET_RECALL = 0.95
+CALIBRATION_QUERIES = 500
+CALIBRATION_K = 10
+CALIBRATION_MARGIN = 0.01
+CALIBRATION_SEED = 0
+# The grid searched: shares of the leaves, and re-scoring depths (capped at the pool size).
+# Shares grow by 1.25x from 0.5% to all the leaves (24 steps; a binary search reads about 5).
+CALIBRATION_LEAF_SHARES = tuple(min(1.0, 0.005 * 1.25 ** i) for i in range(25))
+CALIBRATION_REORDERS = (100, 250, 500, 1000, 2000, 4000, 8000)
+# The cost model that ranks the pairs that meet the target: a search scores
+# leaves / num_leaves * N rows with the hashing and re-scores `reorder` rows exactly; scoring a
+# row with 2-dim-block hashing costs AH_ROW_COST of re-scoring one (a gather of a whole row):
+# 0.038 at 300k and 0.020 at 1M 384-dim rows, 1000 queries batched (benchmarks/bench_scaling.py
+# --clustered --ah_cost, benchmarks/scaling.md).
+AH_ROW_COST = 0.03
 
 
 class ScannIndex:
@@ -321,16 +350,28 @@ class ScannIndex:
   options (all optional; unset ones come from `scann_defaults(len(vectors))`):
     mode: "brute_force" or "tree_ah"; num_leaves, leaves_to_search, training_sample_size
     (k-means tree); dims_per_block, quantization_threshold (anisotropic hashing); reorder
-    (candidates re-scored exactly); num_threads (0 = ScaNN's choice).
+    (candidates re-scored exactly); num_threads (0 = ScaNN's choice);
+    target_recall, calibration_queries: a tree build calibrates leaves_to_search and reorder
+    to this recall@10 on the pool (`calibrate`); None keeps the given or default pair. Giving
+    leaves_to_search or reorder turns calibration off unless target_recall is given too,
+    which is an error (calibration would overwrite them).
+
+  After a calibrated build, `calibration` says what was measured (also saved with the index);
+  upserts and deletes keep the calibrated pair (call `calibrate` again after large changes).
   """
 
   OPTIONS = ("mode", "num_leaves", "leaves_to_search", "training_sample_size", "dims_per_block",
-             "quantization_threshold", "reorder", "num_threads")
+             "quantization_threshold", "reorder", "num_threads", "target_recall",
+             "calibration_queries")
 
   def __init__(self, vectors, ids=None, **options):
     unknown = set(options) - set(self.OPTIONS)
     if unknown:
       raise TypeError(f"unknown ScannIndex options {sorted(unknown)}; known: {self.OPTIONS}")
+    fixed = sorted({"leaves_to_search", "reorder"} & set(options))
+    if fixed and options.get("target_recall") is not None:
+      raise ValueError(f"target_recall calibrates leaves_to_search and reorder; give it or "
+                       f"{fixed}, not both")
     vectors = _check_matrix(vectors, "vectors")
     if len(vectors) == 0:
       raise ValueError("ScannIndex needs at least one vector to build")
@@ -338,8 +379,103 @@ class ScannIndex:
            else _check_ids(ids, len(vectors)))
     self.dim = vectors.shape[1]
     self.options = {**scann_defaults(len(vectors)), **options}
-    self._searcher = self._build(vectors, ids)
+    if fixed:
+      self.options["target_recall"] = None
+    target = self.options.get("target_recall")
+    if target is not None and not 0.0 < target <= 1.0:
+      raise ValueError(f"target_recall must be in (0, 1] or None, got {target!r}")
     self._lock = threading.RLock()
+    self.calibration = None
+    m = self.options.get("calibration_queries") or CALIBRATION_QUERIES
+    if self.options["mode"] != "tree_ah" or target is None or len(vectors) < 4 * m:
+      if target is not None and self.options["mode"] == "tree_ah":
+        raise ValueError(f"calibrating on {m} held-out rows needs at least {4 * m} vectors, got "
+                         f"{len(vectors)}; lower calibration_queries or set target_recall=None")
+      self._searcher = self._build(vectors, ids)
+      return
+    # Calibrated on rows the tree and the hashing never saw: an indexed row sits inside the
+    # k-means leaf fitted to it, so searching for its neighbours flatters the partition.
+    self.options.setdefault("leaves_to_search", 1)  # searched per call from here on
+    self.options.setdefault("reorder", REORDER_MIN)
+    held = np.zeros(len(vectors), bool)
+    held[np.random.default_rng(CALIBRATION_SEED).choice(len(vectors), m, replace=False)] = True
+    rest = vectors[~held]
+    self._searcher = self._build(rest, ids[~held])
+    k = min(CALIBRATION_K, len(rest))
+    self.calibrate(vectors[held], ids[~held][_exact_rows(rest, vectors[held], k)], target)
+    self.upsert(ids[held], vectors[held])
+
+  def calibrate(self, queries, exact_ids, target_recall: float = TARGET_RECALL) -> dict:
+    """Sets leaves_to_search and reorder to the cheapest pair of the calibration grid whose
+    recall@k (k = exact_ids' width) against `exact_ids` [Q, k] (the exact search's ids for
+    `queries` [Q, D] over this index) reaches target_recall + CALIBRATION_MARGIN; cost is
+    AH_ROW_COST x rows hashed + rows re-scored. When no pair of the grid reaches it, the pair
+    with the best recall is kept and `calibration["met"]` is False. A build with target_recall
+    calls it on calibration_queries held-out rows of the pool; call it with real queries (e.g.
+    question embeddings and ExactIndex's answers) to calibrate for them. Returns (and stores in
+    `calibration`, saved with the index) the target, the pair, its recall and the grid."""
+    if self.options["mode"] != "tree_ah":
+      raise ValueError(f"calibrate applies to mode 'tree_ah' only, this index is "
+                       f"{self.options['mode']!r}")
+    queries = _check_matrix(queries, "queries", self.dim)
+    exact_ids = np.asarray(exact_ids)
+    if exact_ids.ndim != 2 or len(exact_ids) != len(queries) or exact_ids.shape[1] < 1:
+      raise ValueError(f"exact_ids must be [{len(queries)}, k] (one row per query), got shape "
+                       f"{exact_ids.shape}")
+    if not 0.0 < target_recall <= 1.0:
+      raise ValueError(f"target_recall must be in (0, 1], got {target_recall!r}")
+    t0 = time.perf_counter()
+    n, leaves, k = len(self), self.options["num_leaves"], exact_ids.shape[1]
+
+    def recall(num_leaves, reorder):
+      found, _ = self._searcher.search_batched_parallel(
+          queries, final_num_neighbors=k, pre_reorder_num_neighbors=max(reorder, k),
+          leaves_to_search=num_leaves)
+      return float(np.mean([len(set(a) & set(b)) / k
+                            for a, b in zip(np.asarray(found, np.int64), exact_ids)]))
+
+    shares = sorted({max(1, min(leaves, int(math.ceil(s * leaves))))
+                     for s in CALIBRATION_LEAF_SHARES})
+    reorders = sorted({min(n, max(r, k)) for r in CALIBRATION_REORDERS})
+    goal = min(1.0, target_recall + CALIBRATION_MARGIN)
+    measured = {}
+
+    def cost(pair):
+      return AH_ROW_COST * pair[0] / leaves * n + pair[1]
+
+    def at(pair):
+      if pair not in measured:
+        measured[pair] = recall(*pair)
+      return measured[pair]
+
+    best = None
+    for reorder in reorders:
+      if best is not None and reorder >= cost(best):
+        break  # re-scoring alone costs more than the best pair found
+      if at((shares[-1], reorder)) < goal:
+        continue
+      lo, hi = 0, len(shares) - 1  # the fewest leaves that reach the goal (recall rises with
+      while lo < hi:               # the leaves searched)
+        mid = (lo + hi) // 2
+        if at((shares[mid], reorder)) >= goal:
+          hi = mid
+        else:
+          lo = mid + 1
+      pair = (shares[lo], reorder)
+      if best is None or cost(pair) < cost(best):
+        best = pair
+    met = best is not None
+    if not met:
+      best = max(measured, key=lambda p: (measured[p], -cost(p)))
+    with self._lock:
+      self.options["leaves_to_search"], self.options["reorder"] = best
+      self.options["target_recall"] = target_recall
+      self.calibration = {
+          "target_recall": target_recall, "met": met, "recall": measured[best], "k": k,
+          "queries": len(queries), "leaves_to_search": best[0], "reorder": best[1],
+          "seconds": round(time.perf_counter() - t0, 3),
+          "grid": [[p[0], p[1], round(r, 4)] for p, r in sorted(measured.items())]}
+    return self.calibration
 
   def _build(self, vectors, ids):
     scann = optional.require("scann", "ScannIndex")
@@ -388,6 +524,8 @@ class ScannIndex:
     if len(queries) == 0:
       return np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)
     pre = max(k, self.options.get("reorder", k))
+    if leaves_to_search is None and self.options["mode"] == "tree_ah":
+      leaves_to_search = self.options["leaves_to_search"]  # calibrated after the build
     # Threads pay off only when there are enough queries to split between them.
     search = (self._searcher.search_batched_parallel if len(queries) >= 16
               else self._searcher.search_batched)
@@ -421,7 +559,7 @@ class ScannIndex:
       self._searcher.searcher.serialize(str(tmp / SCANN_DIR), True)
       np.save(tmp / IDS_FILE, self.ids)
       _write_meta(tmp, {"kind": "scann", "dim": self.dim, "count": len(self),
-                        "options": self.options})
+                        "options": self.options, "calibration": self.calibration})
 
   @classmethod
   def load(cls, directory) -> "ScannIndex":
@@ -438,6 +576,7 @@ class ScannIndex:
     self = cls.__new__(cls)
     self.dim = meta["dim"]
     self.options = meta["options"]
+    self.calibration = meta.get("calibration")
     self._lock = threading.RLock()
     self._searcher = scann.scann_ops_pybind.ScannSearcher(
         scann_pybind.ScannNumpy(str(artifacts), assets), docids=[int(i) for i in ids])
@@ -447,6 +586,22 @@ class ScannIndex:
     if self.options.get("num_threads"):
       self._searcher.set_num_threads(self.options["num_threads"])
     return self
+
+
+def _exact_rows(pool, queries, k: int, chunk: int = 262144) -> np.ndarray:
+  """Rows of the k best inner products of each query over pool, best first (numpy float32,
+  blocked over the pool so no [Q, N] matrix is formed)."""
+  best_s = np.full((len(queries), 0), -np.inf, np.float32)
+  best_i = np.zeros((len(queries), 0), np.int64)
+  for start in range(0, len(pool), chunk):
+    s = np.concatenate([best_s, queries @ pool[start:start + chunk].T], axis=1)
+    i = np.concatenate([best_i, np.broadcast_to(
+        np.arange(start, start + min(chunk, len(pool) - start)), (len(queries), s.shape[1] -
+                                                                  best_i.shape[1]))], axis=1)
+    keep = np.argpartition(-s, min(k, s.shape[1]) - 1, axis=1)[:, :k]
+    best_s, best_i = np.take_along_axis(s, keep, 1), np.take_along_axis(i, keep, 1)
+  order = np.argsort(-best_s, axis=1, kind="stable")
+  return np.take_along_axis(best_i, order, 1)
 
 
 def _inside(path: pathlib.Path, folder: pathlib.Path) -> bool:
@@ -541,6 +696,12 @@ def _read_meta(directory: pathlib.Path, kind: str | None = None) -> dict:
       raise ValueError(f"{path}: unknown ScaNN options {sorted(unknown)}")
     if "num_threads" in options:
       _meta_int(options, "num_threads", path, 0)
+    if options.get("mode") == "tree_ah":
+      _meta_int(options, "leaves_to_search", path, 1)
+      _meta_int(options, "reorder", path, 1)
+    if not isinstance(meta.get("calibration"), (dict, type(None))):
+      raise ValueError(f"{path}: 'calibration' must be an object or null, got "
+                       f"{meta['calibration']!r}")
   return meta
 
 

@@ -1,0 +1,49 @@
+"""The models shipped with the package: GraphLoom.from_pretrained(name) builds each with the
+config its heads were trained under and answers from an instance graph with cited triples."""
+
+import json
+import pathlib
+import re
+
+import pytest
+
+from graphloom_jax import defaults
+from graphloom_jax.data import pathquestion
+from graphloom_jax.models.heads import HEADS_DIR, HEAD_SHAPE_KEYS
+from graphloom_jax.pipeline import GraphLoom
+from graphloom_jax.pipeline.graphloom import PRETRAINED
+
+DATA = pathlib.Path(__file__).parent / "data" / "pathquestion"
+
+
+@pytest.mark.parametrize("name", sorted(PRETRAINED))
+def test_shipped_heads_match_their_config(name):
+  config_fn, folder = PRETRAINED[name]
+  meta = json.loads((HEADS_DIR / folder / "heads.json").read_text())
+  config = config_fn()
+  assert meta.get("kind", "graphloom") == "graphloom"  # files before "kind" are heads
+  for key in HEAD_SHAPE_KEYS:
+    assert defaults.lookup(config, key) == meta["config"][key], (name, key)
+  assert (HEADS_DIR / folder / "README.md").is_file()
+  assert (HEADS_DIR / folder / "metrics.jsonl").is_file()
+
+
+def test_pathquestion_model_answers_with_citations():
+  ds = pathquestion.load("PQ-2H", root=DATA)
+  q = ds.questions[0]
+  triples = ds.instance_triples(q)
+  model = GraphLoom.from_pretrained("pathquestion")
+  assert model.config.graph.singularize is False
+  a = model.answer(q.question, triples)
+  assert a.mode == "graphloom" and a.text.strip() and "_" not in a.text
+  # Citations are triples of the question's instance graph, named as the pipeline names them.
+  graph = model.instance_graph(triples)
+  keys = {t.key() for t in graph.triples}
+  assert a.evidence and all(c.triple.key() in keys for c in a.evidence)
+  assert all(0.0 <= c.gate <= 1.0 for c in a.evidence)
+
+
+def test_unknown_pretrained_name_lists_the_shipped_ones():
+  with pytest.raises(ValueError, match=re.escape("unknown name 'pq'; shipped: embedded, "
+                                                 "pathquestion")):
+    GraphLoom.from_pretrained("pq")
