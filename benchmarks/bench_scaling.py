@@ -59,7 +59,6 @@ Clustered mode (`--clustered`: ScaNN's defaults against exact search):
   those leaves_to_search (absolute, or a fraction of num_leaves when < 1) and reorder counts.
 """
 
-import re
 import statistics
 import time
 
@@ -96,46 +95,15 @@ flags.DEFINE_string("sweep", "", "comma-separated ScaNN leaves_to_search to also
 TAU_EDGE = 0.5
 SEED = 20261129
 
-# WordNet pointer symbols beyond the ones graph.kb names (wninput(5WN) descriptions, phrased).
-EXTRA_RELATIONS = {
-    "+": "is derivationally related to", "&": "is similar to", "\\": "pertains to",
-    ";c": "belongs to the topic", "-c": "is the topic of", ";r": "belongs to the region",
-    "-r": "is the region of", ";u": "is used in the register", "-u": "is the register of",
-    "^": "see also", "$": "is in a verb group with", "*": "entails", ">": "causes",
-    "<": "is a participle of",
-}
-
-
 def log(msg):
   print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def _word(w: str) -> str:
-  # Adjective entries carry syntactic markers such as "long(a)".
-  return re.sub(r"\([a-z]+\)$", "", w).replace("_", " ").lower()
-
-
 def wordnet_texts(folder) -> list[str]:
   """Every distinct verbalized WordNet triple (see the module docstring), sorted."""
-  from graphloom_jax.graph.kb import WORDNET_RELATIONS, WordNet
+  from graphloom_jax.graph.kb import WordNet, wordnet_facts
 
-  names = {**WORDNET_RELATIONS, **EXTRA_RELATIONS}
-  wn = WordNet.load(folder, pos="nvar")
-  out = set()
-  for s in wn.synsets.values():
-    for p in s.pointers:
-      target = wn.synsets.get((p.pos if p.pos != "s" else "a", p.offset))
-      if target is None or p.symbol not in names:
-        continue
-      rel = names[p.symbol]
-      if p.source_target == "0000":  # a relation between whole synsets
-        for w in s.words:
-          for u in target.words[:4]:
-            out.add(f"{_word(w)} {rel} {_word(u)}")
-      else:  # a relation between two particular words
-        si, ti = int(p.source_target[:2], 16), int(p.source_target[2:], 16)
-        out.add(f"{_word(s.words[si - 1])} {rel} {_word(target.words[ti - 1])}")
-  return sorted(out)
+  return sorted({t.verbalize() for t in wordnet_facts(WordNet.load(folder, pos="nvar"))})
 
 
 def scenekb_data(split):

@@ -290,6 +290,45 @@ class WordNet:
     return list(best.values())
 
 
+# Pointer symbols beyond WORDNET_RELATIONS, phrased from wninput(5WN)'s descriptions, for
+# enumerating every WordNet fact (`wordnet_facts`).
+EXTRA_WORDNET_RELATIONS = {
+    "+": "is derivationally related to", "&": "is similar to", "\\": "pertains to",
+    ";c": "belongs to the topic", "-c": "is the topic of", ";r": "belongs to the region",
+    "-r": "is the region of", ";u": "is used in the register", "-u": "is the register of",
+    "^": "see also", "$": "is in a verb group with", "*": "entails", ">": "causes",
+    "<": "is a participle of",
+}
+
+
+def _lemma_word(w: str) -> str:
+  # Adjective entries carry syntactic markers such as "long(a)".
+  return re.sub(r"\([a-z]+\)$", "", w).replace("_", " ").lower()
+
+
+def wordnet_facts(wn: WordNet) -> list[Triple]:
+  """Every distinct fact of a loaded WordNet (all parts of speech it holds), sorted: each pointer
+  of each synset, from every word of the synset to the first four words of the target synset
+  (a pointer between particular words: those two words), relations named by WORDNET_RELATIONS
+  and EXTRA_WORDNET_RELATIONS; confidence 1, source "kb:wordnet". Distractor pools use it."""
+  names = {**WORDNET_RELATIONS, **EXTRA_WORDNET_RELATIONS}
+  keys = set()
+  for s in wn.synsets.values():
+    for p in s.pointers:
+      target = wn.synsets.get((p.pos if p.pos != "s" else "a", p.offset))
+      if target is None or p.symbol not in names:
+        continue
+      rel = names[p.symbol]
+      if p.source_target == "0000":  # a relation between whole synsets
+        for w in s.words:
+          for u in target.words[:4]:
+            keys.add((_lemma_word(w), rel, _lemma_word(u)))
+      else:  # a relation between two particular words
+        si, ti = int(p.source_target[:2], 16), int(p.source_target[2:], 16)
+        keys.add((_lemma_word(s.words[si - 1]), rel, _lemma_word(target.words[ti - 1])))
+  return [Triple(a, r, b, 1.0, "kb:wordnet") for a, r, b in sorted(keys)]
+
+
 SCORES = ("rank", "frequency")
 SENSE_COUNTS = "sense_counts.tsv"
 
