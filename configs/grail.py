@@ -12,11 +12,16 @@ from graphloom_jax.configs import base
 def get_config():
   c = base.get_base_config()
   g = c.grail
-  g.data = "embedded"  # "embedded" (the embedded benchmark) or "mmqa" (needs mmqa_dir)
+  g.data = "embedded"  # "embedded" (the embedded benchmark), "mmqa" (needs mmqa_dir),
+  # or "pathquestion" / "wc2014" (need pathqa_dir and pathqa_configs)
   # data=mmqa: the folder with the official MMQA_dev.jsonl(.gz) and MMQA_images.jsonl(.gz)
   # (allenai/multimodalqa, dataset/); no default, the launchers refuse mmqa without it.
   g.mmqa_dir = ""
   g.embedded_dir = ""  # "" = the benchmark shipped in graphloom_jax/data/resources
+  # data=pathquestion / wc2014: the release folder and the datasets whose answer paths are the
+  # evidence sets (comma-separated, e.g. "PQ-2H,PQ-3H,PQL-2H,PQL-3H" or "WC-2H").
+  g.pathqa_dir = ""
+  g.pathqa_configs = ""
   g.per_split = 0  # > 0: only the first per_split questions of each split (quick runs)
   g.cache_dir = ""  # embedding cache ("" = <workdir>/embeddings)
   g.train = ml_collections.ConfigDict(dict(

@@ -284,6 +284,28 @@ def check_mmqa(data: str, mmqa_dir: str, flag: str) -> None:
     raise app.UsageError(f"--config.grail.mmqa_dir={mmqa_dir}: no such folder")
 
 
+def check_grail_data(data: str, g, flag: str) -> None:
+  """The data GRAIL reads (`--config.grail.data` or --data) and the keys it needs, before
+  anything is loaded: MMQA's folder (check_mmqa), or the PathQuestion / WorldCup2014 release
+  folder and datasets."""
+  from graphloom_jax.data import grail_sets
+  if data not in grail_sets.DATA:
+    raise app.UsageError(f"{flag}: expected one of {', '.join(grail_sets.DATA)}")
+  check_mmqa(data, g.mmqa_dir, flag)
+  if data in grail_sets.PATH_READERS:
+    if not g.pathqa_dir:
+      raise app.UsageError(f"{flag} needs --config.grail.pathqa_dir=FOLDER, the folder with the "
+                           "release's question and KB files")
+    check_input_dir("config.grail.pathqa_dir", g.pathqa_dir)
+    names = grail_sets.PATH_READERS[data].NAMES
+    given = [c.strip() for c in g.pathqa_configs.split(",") if c.strip()]
+    if not given or any(c not in names for c in given):
+      raise app.UsageError(f"--config.grail.pathqa_configs={g.pathqa_configs!r}: expected a "
+                           f"comma-separated list of {', '.join(names)}")
+  if g.embedded_dir:
+    check_input_dir("config.grail.embedded_dir", g.embedded_dir)
+
+
 def model_section(config, allowed=WEIGHT_NAMES, **flag_values):
   """`config.model` with each flag given on the command line (weights=, dtype=, max_seq_len=;
   None when not given) in place of its key, checked before anything is loaded; an error names

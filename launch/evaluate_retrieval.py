@@ -19,13 +19,16 @@ not available offline) and PNG plots (<task>_<data>.png).
 from absl import app
 from absl import flags
 
-from graphloom_jax.evaluation import grail_eval
+from graphloom_jax.data import grail_sets
+from graphloom_jax.evaluation import grail_eval, written_queries
 from . import common
 
 _CONFIG = common.DEFINE_config_file("config", "configs/grail.py", "GRAIL config file.")
 _TASK = flags.DEFINE_enum("task", None, ["evidence_completion", "sequential_pool"], "Which task.",
                           required=True)
-_DATA = flags.DEFINE_enum("data", "embedded", ["embedded", "mmqa"], "Which data set.")
+_DATA = flags.DEFINE_enum("data", "embedded", list(grail_sets.DATA), "Which data set "
+                          "(pathquestion / wc2014 read --config.grail.pathqa_dir and "
+                          "--config.grail.pathqa_configs).")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Results go here.", required=True)
 flags.DEFINE_alias("output_dir", "workdir")
 _GRAIL_DIR = flags.DEFINE_string("grail_dir", "", "Trained GRAIL checkpoint (launch.train_grail "
@@ -37,16 +40,26 @@ flags.DEFINE_alias("max_questions", "num_examples")
 _BUDGETS = flags.DEFINE_list("budgets", ["10", "20"], "Sequential pool budgets K.")
 _MAX_SLICES = flags.DEFINE_integer("max_slices", 5, "Sequential pool: S = 1..max_slices.")
 _LATENCY_QUERIES = flags.DEFINE_integer("latency_queries", 100, "Queries timed one by one.")
+_WRITTEN = flags.DEFINE_multi_enum(
+    "written", [], list(written_queries.METHODS),
+    "Evidence completion: also rank the queries the decoder (--config.model) writes with these "
+    "methods (repeat the flag).")
+_WRITTEN_LATENCY = flags.DEFINE_integer("written_latency_queries", 20, "Decoder-written "
+                                        "queries timed one by one (each writes a query).")
 
 
 def check_flags(config) -> tuple[int, ...]:
   """Every flag before any data or model is loaded; returns the budgets as ints."""
-  common.check_mmqa(_DATA.value, config.grail.mmqa_dir, "--data=mmqa")
+  common.check_grail_data(_DATA.value, config.grail, f"--data={_DATA.value}")
   common.check_output_dir("workdir", _WORKDIR.value)
   if _GRAIL_DIR.value:
     common.check_input_dir("grail_dir", _GRAIL_DIR.value)
-  if config.grail.embedded_dir:
-    common.check_input_dir("config.grail.embedded_dir", config.grail.embedded_dir)
+  if _WRITTEN.value:
+    if _TASK.value != "evidence_completion":
+      raise app.UsageError("--written: decoder-written queries are rows of "
+                           "--task=evidence_completion only")
+    common.model_section(config)
+    common.check_int("written_latency_queries", _WRITTEN_LATENCY.value, 1)
   if config.embedder.path:
     common.check_weights("config.embedder.path", config.embedder.path, allowed=())
   if not _SPLIT.value.strip():
@@ -73,7 +86,8 @@ def main(argv):
   del argv
   budgets = check_flags(_CONFIG.value)
   grail_eval.run(_CONFIG.value, _TASK.value, _DATA.value, _WORKDIR.value, _GRAIL_DIR.value, _SPLIT.value,
-                 _NUM_EXAMPLES.value, budgets, _MAX_SLICES.value, _LATENCY_QUERIES.value)
+                 _NUM_EXAMPLES.value, budgets, _MAX_SLICES.value, _LATENCY_QUERIES.value,
+                 tuple(dict.fromkeys(_WRITTEN.value)), _WRITTEN_LATENCY.value)
 
 
 def cli():

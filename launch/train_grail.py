@@ -26,12 +26,8 @@ flags.DEFINE_alias("output_dir", "workdir")
 def main(argv):
   del argv
   g = _CONFIG.value.grail
-  common.check_mmqa(g.data, g.mmqa_dir, "--config.grail.data=mmqa")
-  if g.data not in ("embedded", "mmqa"):
-    raise app.UsageError(f"--config.grail.data={g.data}: expected embedded or mmqa")
+  common.check_grail_data(g.data, g, f"--config.grail.data={g.data}")
   common.check_output_dir("workdir", _WORKDIR.value)
-  if g.embedded_dir:
-    common.check_input_dir("config.grail.embedded_dir", g.embedded_dir)
   if _CONFIG.value.embedder.path:
     common.check_weights("config.embedder.path", _CONFIG.value.embedder.path, allowed=())
   provenance.write(_WORKDIR.value, _CONFIG.value)

@@ -1,8 +1,11 @@
 """GRAIL's evidence sets of the datasets (`retrieval.grail_data.EvidenceSet`):
 
-  load_evidence_set(data, mmqa_dir, embedded_dir, per_split)  'mmqa' or 'embedded'
+  load_evidence_set(data, mmqa_dir, embedded_dir, per_split, pathqa_dir, pathqa_configs)
+                                                'mmqa', 'embedded', 'pathquestion' or 'wc2014'
+  from_config(grail_section)                    the same, read from the config's `grail` keys
   mmqa_evidence_set(folder, split="dev")        MMQA questions (see below)
   embedded_evidence_set(folder=None)            the embedded benchmark (graphloom_jax/data)
+  pathqa_evidence_set(datasets)                 PathQuestion / WorldCup2014 answer paths (below)
 
 MMQA: an image item is the image's Wikipedia title (every image in MMQA_images, gold or not;
 pixels are never used). Texts and tables are their full content when MMQA_texts / MMQA_tables
@@ -13,6 +16,16 @@ question's table), merged over every question that cites the document. Gold docu
 content at all are dropped from their question's gold set (counted in `notes`, which also say
 which files were absent). Questions are split by a hash of their qid into train (40%),
 validation (10%) and test (50%), since only the dev split is labelled offline.
+
+PathQuestion / WorldCup2014 (graphloom_jax.data.pathqa): the pool is every fact of the loaded
+datasets' KBs, verbalised "subject relation object" with readable names (text modality; a fact
+two KBs share is one item). A question's gold items are its answer path's hops in order; its
+distractors (hard negatives) are the other facts of its instance graph (the KB neighbourhood of
+its topic entity, hops + 1). Completion hides the last hop behind the earlier ones
+(`EvidenceSet.hide = "last"`): the covered evidence holds the bridge entity, the missing fact
+leaves from it. A question's family is its dataset (PQ-2H, PQL-3H, WC-2H, ...), the macro
+average is over the datasets loaded, and the splits are the datasets' path splits (no answer
+path in two splits).
 """
 
 from __future__ import annotations
@@ -22,7 +35,7 @@ import pathlib
 
 import numpy as np
 
-from graphloom_jax.data import mmqa, scenekb
+from graphloom_jax.data import mmqa, pathquestion, scenekb, wc2014
 from graphloom_jax.retrieval.grail_data import (MODALITIES, EvidenceDataError, EvidencePool,
                                                 EvidenceQuestion, EvidenceSet, hash_split,
                                                 triple_modality)
@@ -124,12 +137,19 @@ def mmqa_evidence_set(folder, split: str = "dev") -> EvidenceSet:
                      questions, notes)
 
 
+DATA = ("embedded", "mmqa", "pathquestion", "wc2014")
+PATH_READERS = {"pathquestion": pathquestion, "wc2014": wc2014}
+
+
 def load_evidence_set(data: str, mmqa_dir: str = "", embedded_dir: str = "",
-                      per_split: int = 0) -> EvidenceSet:
-  """'mmqa' (the dev file + image metadata in mmqa_dir, which must be given) or 'embedded'
+                      per_split: int = 0, pathqa_dir: str = "",
+                      pathqa_configs: str = "") -> EvidenceSet:
+  """'mmqa' (the dev file + image metadata in mmqa_dir, which must be given), 'embedded'
   (the embedded benchmark in embedded_dir, "" = the copy shipped in
-  graphloom_jax/data/resources). per_split > 0 keeps the first per_split questions of each
-  split over their own gold + distractor items (`EvidenceSet.subset`), for quick runs."""
+  graphloom_jax/data/resources), or 'pathquestion' / 'wc2014' (the release folder pathqa_dir
+  and the comma-separated datasets pathqa_configs, e.g. "PQ-2H,PQL-3H"). per_split > 0 keeps
+  the first per_split questions of each split over their own gold + distractor items
+  (`EvidenceSet.subset`), for quick runs."""
   if data == "mmqa":
     if not mmqa_dir:
       raise ValueError("load_evidence_set('mmqa') needs mmqa_dir, the folder with the official "
@@ -138,8 +158,10 @@ def load_evidence_set(data: str, mmqa_dir: str = "", embedded_dir: str = "",
     es = mmqa_evidence_set(mmqa_dir)
   elif data == "embedded":
     es = embedded_evidence_set(embedded_dir or None)
+  elif data in PATH_READERS:
+    es = pathqa_evidence_set(load_pathqa(data, pathqa_dir, pathqa_configs))
   else:
-    raise ValueError(f"unknown data set {data!r}; expected 'embedded' or 'mmqa'")
+    raise ValueError(f"unknown data set {data!r}; expected one of {DATA}")
   if per_split > 0:
     splits = sorted({q.split for q in es.questions})
     es = es.subset([i for s in splits for i in es.select([s])[:per_split]])
@@ -207,3 +229,59 @@ def embedded_evidence_set(folder=None) -> EvidenceSet:
            f"and {len(keys) - n_img} WordNet triples (text modality); benchmark splits."]
   return EvidenceSet("embedded", EvidencePool(keys, texts, np.asarray(modality, np.int32)),
                      questions, notes)
+
+
+def from_config(g) -> EvidenceSet:
+  """The evidence set a config's `grail` section names (`data` and the keys it reads)."""
+  return load_evidence_set(g.data, mmqa_dir=g.mmqa_dir, embedded_dir=g.embedded_dir,
+                           per_split=g.per_split, pathqa_dir=g.pathqa_dir,
+                           pathqa_configs=g.pathqa_configs)
+
+
+def load_pathqa(data: str, folder: str, configs: str) -> list:
+  """The PathQuestion / WorldCup2014 datasets `configs` (comma-separated) from `folder`."""
+  reader = PATH_READERS[data]
+  names = [c.strip() for c in configs.split(",") if c.strip()]
+  if not folder:
+    raise ValueError(f"load_evidence_set({data!r}) needs pathqa_dir, the folder with the "
+                     f"release's files (in the launchers: --config.grail.pathqa_dir=FOLDER)")
+  if not names:
+    raise ValueError(f"load_evidence_set({data!r}) needs pathqa_configs, a comma-separated list "
+                     f"of {reader.NAMES} (--config.grail.pathqa_configs=...)")
+  for n in names:
+    if n not in reader.NAMES:
+      raise ValueError(f"pathqa_configs={configs!r}: {n!r} is not one of {reader.NAMES}")
+  return [reader.load(n, root=folder) for n in dict.fromkeys(names)]
+
+
+def pathqa_evidence_set(datasets) -> EvidenceSet:
+  """Answer paths of PathQuestion / WorldCup2014 datasets (`data.pathqa.PathQA`) as evidence
+  sets over the union of their KBs (see the module docstring)."""
+  keys, texts, index = [], [], {}
+
+  def item(t) -> int:
+    text = t.verbalize()
+    if text not in index:
+      index[text] = len(keys)
+      keys.append("text:" + text)
+      texts.append(text)
+    return index[text]
+
+  for ds in datasets:
+    for t in ds.kb_triples():
+      item(t)
+  questions = []
+  for ds in datasets:
+    for q in ds.questions:
+      gold = tuple(dict.fromkeys(item(t) for t in ds.gold_triples(q)))
+      gold_set = set(gold)
+      distractors = tuple(dict.fromkeys(i for t in ds.instance_triples(q)
+                                        for i in [item(t)] if i not in gold_set))
+      questions.append(EvidenceQuestion(q.qid, q.question, ds.name, q.split, gold, distractors))
+  names = tuple(ds.name for ds in datasets)
+  notes = [f"{'+'.join(names)}: pool of the {len(keys)} distinct facts of their KBs (text "
+           "modality); gold = the answer path's hops; the last hop is hidden behind the earlier "
+           "ones; splits by answer path."]
+  modality = np.full(len(keys), MODALITIES.index("text"), np.int32)
+  return EvidenceSet("+".join(names), EvidencePool(keys, texts, modality), questions, notes,
+                     hide="last", macro_families=names)

@@ -10,6 +10,7 @@ training the gate buys.
 from __future__ import annotations
 
 import pathlib
+import time
 
 import jax
 import numpy as np
@@ -17,14 +18,14 @@ from absl import logging
 
 from graphloom_jax import atomic, provenance
 from graphloom_jax.data import grail_sets
-from graphloom_jax.evaluation import grail_tasks
+from graphloom_jax.evaluation import grail_tasks, written_queries
 from graphloom_jax.models import load_embedder
 from graphloom_jax.retrieval import grail, grail_data
 from graphloom_jax.training import grail_train
 
 
 ROW_LABELS = {"query": "Query-only", "additive": "Additive", "grail": "GRAIL", "hybrid": "Hybrid",
-              "grail_untrained_gate": "GRAIL (untrained gate)"}
+              "grail_untrained_gate": "GRAIL (untrained gate)", **written_queries.LABELS}
 
 
 def make_retrievers(params, cfg, es, emb, seed: int = 0) -> dict:
@@ -48,8 +49,9 @@ def completion_table(result) -> str:
   fams = sorted({f for m in result["methods"].values() for f in m["R@1"]["per_family"]})
   head = f"{'method':24s}" + "".join(f"{'R@' + str(k):>8s}" for k in grail_tasks.KS) + \
       "".join(f"{f[:9] + ' R@5':>14s}" for f in fams) + f"{'ms/query':>10s}{'steer ms':>10s}"
-  lines = ["Evidence Set Completion: recall (%) macro-averaged over "
-           f"{'/'.join(grail_data.MULTI_HOP_FAMILIES)}; per-family R@5; latency per query", head]
+  over = result.get("macro_over", grail_data.MULTI_HOP_FAMILIES)
+  lines = [f"Evidence Set Completion: recall (%) macro-averaged over {'/'.join(over)}; "
+           "per-family R@5; latency per query", head]
   for name, m in result["methods"].items():
     lat = result.get("latency", {}).get(name, {})
     lines.append(f"{ROW_LABELS.get(name, name):24s}"
@@ -97,7 +99,8 @@ def plot_completion(result, path):
     ax.bar(np.arange(len(grail_tasks.KS)) + i * width, vals, width, label=ROW_LABELS[name])
   ax.set_xticks(np.arange(len(grail_tasks.KS)) + 0.4 - width / 2,
                 [f"R@{k}" for k in grail_tasks.KS])
-  ax.set_ylabel("recall (%), macro over Compare/Compose/Intersect")
+  over = result.get("macro_over", grail_data.MULTI_HOP_FAMILIES)
+  ax.set_ylabel(f"recall (%), macro over {'/'.join(over)}")
   ax.set_title(f"Evidence Set Completion ({result['data']})")
   ax.legend(fontsize=8)
   fig.tight_layout()
@@ -127,25 +130,67 @@ def plot_pool(result, path):
   plt.close(fig)
 
 
+def written_query_rows(result: dict, retriever, es, inst, embedder, generate, methods,
+                       latency_queries: int = 20, log=logging.info) -> None:
+  """Adds a row per decoder-written query method to an Evidence Set Completion result: the
+  written text embedded, encoded and searched like Query-only (`retriever`, covered items
+  skipped), its ranks and recall table, the texts, and the per-query latency of writing plus
+  search, one query at a time on the first `latency_queries` instances."""
+  questions = [es.questions[int(qi)].question for qi in inst.question]
+  contexts = [[es.pool.texts[c] for c in row if c >= 0] for row in inst.context]
+  families = {int(qi): es.questions[qi].family for qi in set(inst.question.tolist())}
+  for method in methods:
+    t0 = time.perf_counter()
+    texts = written_queries.write(generate, method, questions, contexts, progress=True)
+    seconds = time.perf_counter() - t0
+    q = retriever.encode_queries(grail_data.cached_embed(embedder, texts, None))
+    ranks = retriever.ranks(q, inst.context, inst.missing, "query")
+    result["methods"][method] = {
+        "method": method, "ranks": ranks.tolist(), "query_texts": texts,
+        "write_seconds_batched": seconds,
+        **grail_tasks.recall_table(ranks, inst.question, families, grail_tasks.KS, es.macro_over)}
+    log(f"{written_queries.LABELS[method]}: R@5 {result['methods'][method]['R@5']['macro']}, "
+        f"{seconds:.1f} s to write {len(texts)} queries in batches")
+    write_t, total_t = [], []
+    k = max(1, min(20, len(es.pool) - inst.context.shape[1]))  # top-20, as the other rows
+    for i in range(min(latency_queries, len(inst))):
+      t0 = time.perf_counter()
+      text = written_queries.write(generate, method, questions[i:i + 1], contexts[i:i + 1])
+      qv = retriever.encode_queries(np.asarray(embedder.embed(text), np.float32))
+      t1 = time.perf_counter()
+      retriever.search(qv, inst.context[i:i + 1], "query", k)
+      t2 = time.perf_counter()
+      write_t.append(t1 - t0)
+      total_t.append(t2 - t0)
+    result.setdefault("latency", {})[method] = {
+        "steer_ms_median": 1e3 * float(np.median(write_t)),
+        "query_ms_median": 1e3 * float(np.median(total_t)),
+        "query_ms_p90": 1e3 * float(np.percentile(total_t, 90)), "queries": len(total_t),
+        "note": "steer = writing the query with the decoder and embedding it"}
+
+
 def run(config, task, data, output_dir, grail_dir="", split="test", max_questions=0,
-        budgets=(10, 20), max_slices=5, latency_queries=100) -> dict:
+        budgets=(10, 20), max_slices=5, latency_queries=100, written=(),
+        written_latency_queries=20) -> dict:
   """Runs one task and writes its JSON, table and PNG to `output_dir`; returns the result.
-  Without `grail_dir` it first trains GRAIL with `config` into <output_dir>/grail_train."""
+  Without `grail_dir` it first trains GRAIL with `config` into <output_dir>/grail_train.
+  `written`: decoder-written query methods (`written_queries.METHODS`) added as rows of
+  Evidence Set Completion, written by the decoder `config.model` names."""
   log = logging.info
   out = pathlib.Path(output_dir)
   out.mkdir(parents=True, exist_ok=True)
   provenance.write(out, config, task=task, data=data)
+  config = config.copy_and_resolve_references()
+  config.grail.data = data
   g = config.grail
-  es = grail_sets.load_evidence_set(data, mmqa_dir=g.mmqa_dir, embedded_dir=g.embedded_dir,
-                                    per_split=g.per_split)
+  es = grail_sets.from_config(g)
   cache_dir = g.cache_dir or str(out / "embeddings")
-  emb = es.embed(load_embedder(config.embedder.path or None), cache_dir)
+  embedder = load_embedder(config.embedder.path or None)
+  emb = es.embed(embedder, cache_dir)
   if grail_dir:
     params, cfg = grail.load(grail_dir)
     train_history = None
   else:
-    config = config.copy_and_resolve_references()
-    config.grail.data = data
     config.grail.cache_dir = cache_dir  # the training run reuses these embeddings
     params, cfg, train_history = grail_train.train_from_config(config, out / "grail_train", log)
   retrievers = make_retrievers(params, cfg, es, emb, g.train.seed)
@@ -160,6 +205,11 @@ def run(config, task, data, output_dir, grail_dir="", split="test", max_question
     inst = grail_data.completion_instances(es, questions, max_evidence)
     result["latency"] = grail_tasks.measure_latency(retrievers, emb, inst.question.tolist(),
                                                     inst.context, k=20, repeats=latency_queries)
+    if written:
+      from graphloom_jax.models import decoder as decoder_lib
+      generate = written_queries.decoder_generate(decoder_lib.from_config(config.model))
+      written_query_rows(result, retrievers["query"][0], es, inst, embedder, generate, written,
+                         written_latency_queries, log)
   else:
     result = grail_tasks.sequential_pool(retrievers, es, emb, questions, budgets, max_slices)
     with_gold = [qi for qi in questions if es.questions[qi].gold]
@@ -171,6 +221,7 @@ def run(config, task, data, output_dir, grail_dir="", split="test", max_question
     result["latency"] = grail_tasks.measure_latency(retrievers, emb, with_gold[:latency_queries],
                                                     ctx, k=k - k // 2, repeats=latency_queries)
   result.update(task=task, data=data, split=split, pool_size=len(es.pool),
+                macro_over=list(es.macro_over), hide=es.hide,
                 notes=es.notes, grail_config=dict(tau=cfg.tau, gate=cfg.gate),
                 grail_dir=str(grail_dir or out / "grail_train" / "grail"),
                 train_history=train_history)

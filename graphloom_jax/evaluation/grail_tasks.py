@@ -2,12 +2,14 @@
 
 Shapes: N instances, Q questions, E context slots, K pool budget, S slices, P pool items.
 
-Evidence Set Completion (`evidence_completion`): every gold item of a question with >= 2 gold
-items is hidden once, the others are the context; the hidden item is ranked among the whole pool
+Evidence Set Completion (`evidence_completion`): a gold item of a question with >= 2 gold
+items is hidden, the others are the context; the hidden item is ranked among the whole pool
 (context items skipped: the retriever already holds them). Recall@k per instance; a question's
 value is the mean over its hidden items, a family's the mean over its questions, and the macro
-average the mean over Compare, Compose and Intersect (families absent from the data are left
-out of it).
+average the mean over the evidence set's macro families (`EvidenceSet.macro_over`: Compare,
+Compose and Intersect unless the set names others; families absent from the data are left out
+of it). Which gold items are hidden is the set's `hide`: every one in turn, or only the last
+(the last hop of an answer path).
 
 Sequential Pool Construction (`sequential_pool`): no gold context; a pool of K items is built in
 S slices (slice sizes as equal as possible, the first slices larger). Slice 1 is the plain
@@ -40,21 +42,24 @@ def _family_means(values_by_question: dict[int, list[float]], families: dict[int
       {f: len(v) for f, v in sorted(per_family.items())}
 
 
-def macro(per_family: dict[str, float]) -> float | None:
-  vals = [per_family[f] for f in grail_data.MULTI_HOP_FAMILIES if f in per_family]
+def macro(per_family: dict[str, float],
+          over: tuple[str, ...] = grail_data.MULTI_HOP_FAMILIES) -> float | None:
+  """The mean over the families of `over` present in per_family (None when none is)."""
+  vals = [per_family[f] for f in over if f in per_family]
   return float(np.mean(vals)) if vals else None
 
 
 def recall_table(ranks: np.ndarray, question: np.ndarray, families: dict[int, str],
-                 ks=KS) -> dict:
-  """{'R@k': {'per_family': {...}, 'macro': m, 'all': a}} from instance ranks [N]."""
+                 ks=KS, macro_over: tuple[str, ...] = grail_data.MULTI_HOP_FAMILIES) -> dict:
+  """{'R@k': {'per_family': {...}, 'macro': m, 'all': a}} from instance ranks [N]; the macro
+  average is over the families of `macro_over`."""
   out = {}
   for k in ks:
     by_q = collections.defaultdict(list)
     for r, qi in zip(ranks, question):
       by_q[int(qi)].append(float(r <= k))
     per_family, counts = _family_means(by_q, families)
-    out[f"R@{k}"] = {"per_family": per_family, "macro": macro(per_family),
+    out[f"R@{k}"] = {"per_family": per_family, "macro": macro(per_family, macro_over),
                      "all": float(np.mean([np.mean(v) for v in by_q.values()])) if by_q else None}
   out["questions_per_family"] = counts if ks else {}
   return out
@@ -73,7 +78,8 @@ def evidence_completion(retrievers: dict, es: grail_data.EvidenceSet, emb: grail
     q = retriever.encode_queries(emb.questions[inst.question])
     ranks = retriever.ranks(q, inst.context, inst.missing, method)
     result["methods"][name] = {"method": method, "ranks": ranks.tolist(),
-                               **recall_table(ranks, inst.question, families, ks)}
+                               **recall_table(ranks, inst.question, families, ks,
+                                              es.macro_over)}
   return result
 
 
@@ -199,7 +205,7 @@ def measure_latency(retrievers: dict, emb: grail_data.EmbeddedSet, question_indi
       retriever.search(qi, ci, method, k)
       t2 = time.perf_counter()
       steer_t[name].append(t1 - t0)
-      total_t[name].append(t2 - t1)
+      total_t[name].append(t2 - t0)
   out = {}
   for name in retrievers:
     out[name] = {"steer_ms_median": 1e3 * float(np.median(steer_t[name])),

@@ -60,12 +60,30 @@ class EmbeddedSet:
   questions: np.ndarray  # float32 [Q,D] unit rows
 
 
+# Which gold items Evidence Set Completion hides (EvidenceSet.hide): "each" hides every gold item
+# once (leave-one-out, the others are the context); "last" hides only the last one, the earlier
+# ones are the context (on an answer path: the first hops are covered, the last hop is missing).
+HIDE = ("each", "last")
+
+
 @dataclasses.dataclass
 class EvidenceSet:
   name: str
   pool: EvidencePool
   questions: list[EvidenceQuestion]
   notes: list[str] = dataclasses.field(default_factory=list)
+  hide: str = "each"
+  # The families the macro-averaged recall is taken over (those present); None = the multi-hop
+  # families of MultimodalQA (MULTI_HOP_FAMILIES).
+  macro_families: tuple[str, ...] | None = None
+
+  def __post_init__(self):
+    if self.hide not in HIDE:
+      raise ValueError(f"{self.name}: hide must be one of {HIDE}, got {self.hide!r}")
+
+  @property
+  def macro_over(self) -> tuple[str, ...]:
+    return MULTI_HOP_FAMILIES if self.macro_families is None else tuple(self.macro_families)
 
   def select(self, splits=None, families=None, min_gold: int = 1) -> list[int]:
     """Indices of the questions in `splits` and `families` with >= min_gold gold items."""
@@ -91,8 +109,9 @@ class EvidenceSet:
     questions = [dataclasses.replace(q, gold=tuple(new[i] for i in q.gold),
                                      distractors=tuple(new[i] for i in q.distractors))
                  for q in (self.questions[qi] for qi in question_indices)]
-    return EvidenceSet(f"{self.name}-subset", pool, questions,
-                       self.notes + [f"subset: {len(questions)} questions, {len(keep)} pool items"])
+    return dataclasses.replace(
+        self, name=f"{self.name}-subset", pool=pool, questions=questions,
+        notes=self.notes + [f"subset: {len(questions)} questions, {len(keep)} pool items"])
 
   def embed(self, embedder, cache_dir: str | None = None) -> EmbeddedSet:
     return EmbeddedSet(
@@ -129,7 +148,7 @@ class CompletionInstances:
   """Evidence Set Completion instances: hide one gold item, give the rest as context.
 
   question [N] (index into EvidenceSet.questions), context [N,E] pool ids padded with -1,
-  missing [N] pool ids. Every gold item of a question is hidden once (leave-one-out)."""
+  missing [N] pool ids. Which gold items are hidden: `EvidenceSet.hide`."""
   question: np.ndarray
   context: np.ndarray
   missing: np.ndarray
@@ -139,14 +158,15 @@ class CompletionInstances:
 
 
 def completion_instances(es: EvidenceSet, question_indices, max_evidence: int) -> CompletionInstances:
-  """Leave-one-out instances of the questions with >= 2 gold items; a context longer than
-  max_evidence keeps its first max_evidence items."""
+  """Instances of the questions with >= 2 gold items, as `es.hide` says: leave-one-out ("each")
+  or the last gold item hidden behind the others ("last"); a context longer than max_evidence
+  keeps its first max_evidence items."""
   qs, ctx, miss = [], [], []
   for qi in question_indices:
     gold = es.questions[qi].gold
     if len(gold) < 2:
       continue
-    for hidden in gold:
+    for hidden in (gold if es.hide == "each" else gold[-1:]):
       rest = [g for g in gold if g != hidden][:max_evidence]
       qs.append(qi)
       ctx.append(rest + [-1] * (max_evidence - len(rest)))

@@ -405,8 +405,7 @@ def train_from_config(config, output_dir, log=logging.info):
   g = config.grail
   out = pathlib.Path(output_dir)
   out.mkdir(parents=True, exist_ok=True)
-  es = grail_sets.load_evidence_set(g.data, mmqa_dir=g.mmqa_dir, embedded_dir=g.embedded_dir,
-                                    per_split=g.per_split)
+  es = grail_sets.from_config(g)
   emb = es.embed(load_embedder(config.embedder.path or None),
                  g.cache_dir or str(out / "embeddings"))
   settings = TrainSettings.from_config(g.train)
