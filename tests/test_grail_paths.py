@@ -216,3 +216,16 @@ def test_written_rows_search_like_query_only(pq_set):
   assert result["methods"]["closed_book"]["ranks"] == result["methods"]["query"]["ranks"]
   assert "macro over PQ-2H/PQ-3H" in grail_eval.completion_table(
       {**result, "macro_over": list(es.macro_over)}).replace("macro-averaged", "macro")
+
+
+def test_paired_recall_resamples_paths_not_paraphrases():
+  """Hand-computed: two paraphrases of path 0 and one question of path 1; a wins on path 0's
+  first paraphrase only, so per path the differences are 50 and 0 points."""
+  result = {"methods": {"a": {"ranks": [1, 9, 3]}, "b": {"ranks": [8, 9, 2]}}}
+  d = grail_tasks.paired_recall(result, "a", "b", k=5, groups=[0, 0, 1])
+  assert d["delta"] == pytest.approx(25.0) and d["questions"] == 2 and d["instances"] == 3
+  assert 0.0 <= d["lo"] <= d["delta"] <= d["hi"] <= 50.0
+  flat = grail_tasks.paired_recall(result, "a", "b", k=5)
+  assert flat["delta"] == pytest.approx(100 / 3) and flat["questions"] == 3
+  result["instance_group"] = [0, 0, 1]
+  assert grail_tasks.paired_recall(result, "a", "b", k=5) == d

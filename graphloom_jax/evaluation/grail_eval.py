@@ -91,7 +91,7 @@ def plot_completion(result, path):
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
 
-  fig, ax = plt.subplots(figsize=(7, 4))
+  fig, ax = plt.subplots(figsize=(9.5, 4))
   names = list(result["methods"])
   width = 0.8 / len(names)
   for i, name in enumerate(names):
@@ -100,9 +100,10 @@ def plot_completion(result, path):
   ax.set_xticks(np.arange(len(grail_tasks.KS)) + 0.4 - width / 2,
                 [f"R@{k}" for k in grail_tasks.KS])
   over = result.get("macro_over", grail_data.MULTI_HOP_FAMILIES)
-  ax.set_ylabel(f"recall (%), macro over {'/'.join(over)}")
-  ax.set_title(f"Evidence Set Completion ({result['data']})")
-  ax.legend(fontsize=8)
+  ax.set_ylabel("recall (%), macro average")
+  ax.set_title(f"Evidence Set Completion ({result['data']}; macro over {', '.join(over)})",
+               fontsize=10)
+  ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
   fig.tight_layout()
   fig.savefig(path, dpi=120)
   plt.close(fig)
@@ -225,6 +226,12 @@ def run(config, task, data, output_dir, grail_dir="", split="test", max_question
                 notes=es.notes, grail_config=dict(tau=cfg.tau, gate=cfg.gate),
                 grail_dir=str(grail_dir or out / "grail_train" / "grail"),
                 train_history=train_history)
+  if task == "evidence_completion":
+    result["paired_r5_vs_query"] = {name: grail_tasks.paired_recall(result, name, "query")
+                                    for name in result["methods"] if name != "query"}
+    if {"grail", "additive"} <= set(result["methods"]):
+      result["paired_r5_grail_vs_additive"] = grail_tasks.paired_recall(result, "grail",
+                                                                         "additive")
   table = completion_table(result) if task == "evidence_completion" else pool_table(result)
   log(table)
   for note in es.notes:

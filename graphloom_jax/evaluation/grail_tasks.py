@@ -29,6 +29,7 @@ import time
 
 import numpy as np
 
+from graphloom_jax.evaluation import intervals
 from graphloom_jax.retrieval import grail_data
 
 KS = (1, 5, 10, 20)
@@ -65,14 +66,38 @@ def recall_table(ranks: np.ndarray, question: np.ndarray, families: dict[int, st
   return out
 
 
+def paired_recall(result: dict, a: str, b: str, k: int = 5, groups=None) -> dict | None:
+  """R@k of row a minus row b of an Evidence Set Completion result, paired over its instances
+  (from the stored ranks), with the 95% bootstrap interval (`evaluation.intervals`), in
+  percent points. `groups` [N] (default: `result["instance_group"]` when present) resamples
+  groups of instances instead, each the mean of its instances: paraphrases of one answer path
+  are one group, so they do not count as independent questions."""
+  ra, rb = result["methods"][a]["ranks"], result["methods"][b]["ranks"]
+  groups = result.get("instance_group") if groups is None else groups
+  groups = list(range(len(ra))) if groups is None else list(groups)
+  per = collections.defaultdict(list)
+  for g, x, y in zip(groups, ra, rb):
+    per[g].append((100.0 * (x <= k), 100.0 * (y <= k)))
+  mean = {g: np.mean(v, axis=0) for g, v in per.items()}
+  d = intervals.paired_difference({g: m[0] for g, m in mean.items()},
+                                  {g: m[1] for g, m in mean.items()})
+  if d is not None:
+    d["instances"] = len(ra)
+  return d
+
+
 def evidence_completion(retrievers: dict, es: grail_data.EvidenceSet, emb: grail_data.EmbeddedSet,
                         question_indices, max_evidence: int = 8, ks=KS) -> dict:
   """retrievers: {row name: (GrailRetriever, method)}. Returns per-row recall tables plus the
   per-instance ranks (so the numbers can be recomputed)."""
   inst = grail_data.completion_instances(es, question_indices, max_evidence)
   families = {int(qi): es.questions[qi].family for qi in set(inst.question.tolist())}
+  # Instances whose questions share their gold items (paraphrases of one answer path) form one
+  # group for the paired intervals.
+  group_of = {}
+  groups = [group_of.setdefault(es.questions[qi].gold, len(group_of)) for qi in inst.question]
   result = {"instances": int(len(inst)), "questions": len(families),
-            "instance_question": inst.question.tolist(),
+            "instance_question": inst.question.tolist(), "instance_group": groups,
             "instance_missing": inst.missing.tolist(), "methods": {}}
   for name, (retriever, method) in retrievers.items():
     q = retriever.encode_queries(emb.questions[inst.question])
