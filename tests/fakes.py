@@ -1,7 +1,13 @@
 """Small stand-ins shared by the tests."""
 
+import pathlib
+import subprocess
+import sys
+
 import numpy as np
 import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 class HashEmbed:
@@ -84,3 +90,15 @@ def hf_tensors(config, params):
         w = w.reshape(config.hidden_size, -1)
       out[f"model.layers.{i}.{hf}"] = w
   return {k: np.ascontiguousarray(v) for k, v in out.items()}
+
+
+def assert_usage_errors(argv, cases, workdir):
+  """Runs `python -m *argv --workdir=workdir *extra` from the clone for each (extra, message)
+  of `cases`: each must exit 1 with `message` in its output and no traceback, and the workdir
+  must not be created."""
+  for extra, message in cases:
+    r = subprocess.run([sys.executable, "-m", *argv, f"--workdir={workdir}", *extra], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and message in r.stderr + r.stdout, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+  assert not pathlib.Path(workdir).exists()
