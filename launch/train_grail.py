@@ -9,7 +9,6 @@ Writes <workdir>/grail (the checkpoint `GrailRetriever.from_checkpoint` and
 a rerun resumes from it) and <workdir>/train_history.json.
 """
 
-from absl import app
 from absl import flags
 from absl import logging
 
