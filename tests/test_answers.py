@@ -98,16 +98,19 @@ TEN = 10
     ("dont know", ["don't know"] * 5 + ["no idea"] * 5, 1.0),  # contraction map
     ("ten", ["10"] * 4 + ["many"] * 6, 1.0),
     ("none", ["0"] * 1 + ["no"] * 9, 0.3),  # "none" -> "0"
-    ("Yes!", ["yes"] * TEN, 1.0),  # "!" becomes a space, stripped by the split
+    ("Yes!", ["yes"] * 9 + ["Yes"], 1.0),  # mixed: "!" becomes a space, case folds
     ("1,000", ["1000"] * 5 + ["thousand"] * 5, 1.0),  # digit,digit: punctuation removed
     ("3.5", ["3.5"] * 3 + ["4"] * 7, 0.9),  # a period before a digit stays
-    # The human answers get punctuation processing only when they differ: "t-shirt" becomes
-    # "t shirt" here, matching the prediction's "t shirt" (5 matches) ...
+    # Answers are normalised only when the humans differ: "t-shirt" becomes "t shirt" here,
+    # like the prediction (5 matches) ...
     ("T-shirt", ["t-shirt"] * 5 + ["shirt"] * 5, 1.0),
-    # ... but ten identical "t-shirt" stay as they are and never equal "t shirt"
+    # ... but a unanimous list and the prediction are compared as written
     ("T-shirt", ["t-shirt"] * TEN, 0.0),
-    # and human answers are not lowercased (the files give them normalised already)
+    ("t-shirt", ["t-shirt"] * TEN, 1.0),
+    ("Yes!", ["yes"] * TEN, 0.0),
     ("yes", ["Yes"] * TEN, 0.0),
+    ("three", ["three"] * TEN, 1.0),
+    (" yes\n", ["yes"] * TEN, 1.0),  # newlines and tabs become spaces, then strip
     ("cat", ["dog"] * TEN, 0.0),
 ])
 def test_vqa_accuracy_hand_computed(pred, humans, acc):

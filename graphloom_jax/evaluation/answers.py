@@ -207,28 +207,35 @@ def _vqa_digits_articles(text: str) -> str:
   return " ".join(_VQA_CONTRACTIONS.get(w, w) for w in words if w not in _VQA_ARTICLES)
 
 
+def _vqa_strip(text: str) -> str:
+  return text.replace("\n", " ").replace("\t", " ").strip()
+
+
 def normalize_vqa_prediction(prediction: str) -> str:
-  """The official VQA normalisation of a predicted answer."""
-  text = prediction.replace("\n", " ").replace("\t", " ").strip()
-  return _vqa_digits_articles(_vqa_punctuation(text))
+  """The official VQA normalisation of an answer (processPunctuation, then processDigitArticle),
+  which the official evaluation applies only when the human answers disagree."""
+  return _vqa_digits_articles(_vqa_punctuation(_vqa_strip(prediction)))
 
 
 def vqa_accuracy(prediction: str, human_answers: Sequence[str]) -> float:
   """Official VQA accuracy of one prediction against the (10) human answers, in [0, 1].
 
   For each human answer i, acc_i = min(#{j != i : answer_j == prediction} / 3, 1), and the
-  result is the mean of acc_i (the leave-one-out average over the 10 subsets of 9). As in the
-  official code, the prediction is normalised (punctuation, number words to digits, articles,
-  contractions) while the human answers, which the annotation files give already normalised
-  (the `answer` field, not `raw_answer`), only have their punctuation processed, and only when
-  they are not all the same.
+  result is the mean of acc_i (the leave-one-out average over the 10 subsets of 9; the official
+  code drops answer i by comparing answer records, which differ in `answer_id`). As in the
+  official code (GT-Vision-Lab/VQA vqaEval.py, `evaluate`), every answer has newlines and tabs
+  turned into spaces and is stripped; then, only when the human answers are not all the same,
+  the prediction and each human answer are normalised (punctuation, number words to digits,
+  articles, contractions). A unanimous list is compared as written, case and punctuation
+  included.
   """
   if not human_answers:
     raise ValueError("vqa_accuracy: no human answers")
-  pred = normalize_vqa_prediction(prediction)
-  gold = list(human_answers)
+  pred = _vqa_strip(prediction)
+  gold = [_vqa_strip(a) for a in human_answers]
   if len(set(gold)) > 1:
-    gold = [_vqa_punctuation(a) for a in gold]
+    gold = [normalize_vqa_prediction(a) for a in gold]
+    pred = normalize_vqa_prediction(pred)
   accs = []
   for i in range(len(gold)):
     matches = sum(1 for j, a in enumerate(gold) if j != i and a == pred)
