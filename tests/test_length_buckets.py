@@ -109,3 +109,63 @@ def test_length_grouped_batches_cover_each_epoch_with_less_padding(seed):
   assert any((grouped[i]["id"] != grouped[i + per_epoch]["id"]).any() for i in range(per_epoch))
   with pytest.raises(ValueError, match="group_by_length must be >= 0"):
     data.batches(arrays, batch, seed, group_by_length=-1)
+
+
+def test_answer_steps_and_window_cover_every_answer_step():
+  mask = np.zeros((3, 40), bool)
+  mask[0, 5:8] = True  # 3 steps
+  mask[1, 20:29] = True  # 9 steps
+  assert data.answer_steps({"loss_mask": mask}) == 16
+  assert data.answer_steps({"loss_mask": mask[:1]}) == 8
+  assert data.answer_steps({"loss_mask": mask[:, :6]}) == 6  # at most S
+  at = np.asarray(trainer.answer_window(mask, 16))
+  np.testing.assert_array_equal(at[0], np.arange(5, 21))
+  np.testing.assert_array_equal(at[1], np.minimum(np.arange(20, 36), 39))
+  np.testing.assert_array_equal(at[2], np.arange(16))  # no answer: a window of non-steps
+  for row, pos in zip(mask, at):  # every answer step is in the window, once
+    assert sorted(set(pos[row[pos]])) == list(np.flatnonzero(row))
+    assert row[pos].sum() == row.sum()
+
+
+def test_answer_window_steps_compute_the_same_values(setup):
+  """Logits over the answer window only (train_step / eval_step `answer_steps`) give the same
+  loss, gradients, update and validation outputs as logits over every position."""
+  t, tr, _ = setup
+  batch = data.trim_batch({k: v[4:8] for k, v in tr.items()})
+  window = data.answer_steps(tr)
+  assert window < batch["tokens"].shape[1]
+  assert t.answer_steps == window  # what the trainer's own steps use
+  kw = dict(heads_def=t.heads_def, backbone_def=t.backbone_def, first_layer=t.first_layer)
+  outs = []
+  for width in (0, window):
+    params = jax.tree.map(lambda x: x.copy(), t.params)
+    opt = jax.tree.map(lambda x: x.copy(), t.opt_state)
+    new, _, metrics = trainer.train_step(params, opt, t.rest, t.backbone_state, batch, h=t.h,
+                                         answer_steps=width, **kw)
+    open_rows = {k: v for k, v in batch.items() if not k.startswith("mc_")}
+    ev = trainer.eval_step(t.params, t.rest, t.backbone_state, open_rows, answer_steps=width,
+                           **kw)
+    outs.append(jax.device_get((jax.tree.leaves(new), metrics, ev)))
+  (p_full, m_full, e_full), (p_win, m_win, e_win) = outs
+  assert m_full["gen"] > 0
+  for k in m_full:
+    np.testing.assert_allclose(m_win[k], m_full[k], rtol=1e-5, atol=1e-6, err_msg=k)
+  for a, b in zip(p_win, p_full):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+  for k in e_full:
+    np.testing.assert_allclose(e_win[k], e_full[k], rtol=1e-5, atol=1e-5, err_msg=k)
+
+
+def test_logits_at_gathers_the_full_logits(setup):
+  t, tr, _ = setup
+  from flax import nnx
+  from graphloom_jax.models import llama
+  model = nnx.merge(t.backbone_def, t.backbone_state)
+  tokens = tr["tokens"][:2, :64]
+  at = np.array([[3, 7, 63], [0, 0, 10]])
+  cache = llama.KVCache.init(model.config, 2, 64, model.dtype)
+  full, _, _ = model(tokens, cache)
+  part, _, _ = model(tokens, cache, logits_at=at)
+  assert part.shape == (2, 3, full.shape[-1])
+  np.testing.assert_allclose(part, np.take_along_axis(np.asarray(full), at[..., None], axis=1),
+                             rtol=1e-5, atol=1e-5)

@@ -377,6 +377,7 @@ class Llama(nnx.Module):
                first_layer: int = -1, sparse: SparseSpec | None = None,
                return_hidden: bool = False, return_slot_attention: bool = False,
                layer_weights: Sequence[Mapping[str, jax.Array]] | None = None,
+               logits_at: jax.Array | None = None,
                ) -> tuple[jax.Array, KVCache, dict[str, Any]]:
     """tokens [B,T] int32 appended at cache slots [length, length + T).
 
@@ -388,8 +389,11 @@ class Llama(nnx.Module):
       run as an unrolled loop over them. XLA:CPU copies a stack slice that a matrix product
       reads, so a `lax.scan` over the stack (or slicing it inside the loop) would copy every
       layer's weights at every step, costing about as much as the products themselves.
+    logits_at: [B, A] positions; the logits are computed there only ([B, A, V]), e.g. at a
+      training row's answer steps, which spares the vocabulary projection of every other
+      position (a [B, T, V] array and its gradient).
 
-    Returns logits [B,T,V] float32, the updated cache and aux outputs:
+    Returns logits [B,T,V] float32 ([B,A,V] with logits_at), the updated cache and aux outputs:
       `hidden` [L+1, B, T, D]: the embedding output and the residual stream after every layer
         (the last before the final norm), with return_hidden;
       `slot_attention` [L_m, B, T, N, M]: the joint-softmax probability of every slot, with
@@ -426,6 +430,8 @@ class Llama(nnx.Module):
     x, (cache_k, cache_v, sums, counts) = carry
     if return_hidden:
       aux["hidden"] = jnp.concatenate(hidden, axis=0)
+    if logits_at is not None:
+      x = jnp.take_along_axis(x, logits_at[..., None], axis=1)
     x = norms.rms_norm(x, self.final_norm.value, cfg.rms_norm_eps)
     # Both heads are [V, D] tables contracted on D directly: no transposed copy.
     head = self.embed.value if cfg.tie_word_embeddings else self.lm_head.value

@@ -53,16 +53,17 @@ def option_logprob(logits: jax.Array, tokens: jax.Array, option_mask: jax.Array)
 
 
 def heads_forward(heads, backbone: llama.Llama, batch, first_layer: int,
-                  return_slot_attention: bool = False):
-  """logits [B, T, V], the attention mass on each slot ([L_m, B, T, N, M] when asked, else None)
-  and the router's `Routing` ([B, T, M] fields) for batch rows tokens/valid [B, T]."""
+                  return_slot_attention: bool = False, logits_at: jax.Array | None = None):
+  """logits [B, T, V] ([B, A, V] at the positions `logits_at` [B, A] when given), the attention
+  mass on each slot ([L_m, B, T, N, M] when asked, else None) and the router's `Routing`
+  ([B, T, M] fields) for batch rows tokens/valid [B, T]."""
   mem, inputs = heads.memory(batch, backbone.dtype)
   record = []
   tokens = batch["tokens"]
   cache = llama.KVCache.init(backbone.config, tokens.shape[0], tokens.shape[1], backbone.dtype)
   logits, _, aux = backbone(tokens, cache, batch["valid"], memory=mem,
                             route=heads.router.route_fn(inputs, record), first_layer=first_layer,
-                            return_slot_attention=return_slot_attention)
+                            return_slot_attention=return_slot_attention, logits_at=logits_at)
   if len(record) != 1:
     raise RuntimeError(f"the decoder called the router {len(record)} times in one forward pass; "
                        "expected exactly one routing decision per position")

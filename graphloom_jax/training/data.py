@@ -313,6 +313,15 @@ def trim_batch(batch: dict[str, np.ndarray], smallest: int = 64) -> dict[str, np
           for k, v in batch.items()}
 
 
+def answer_steps(arrays: dict[str, np.ndarray], smallest: int = 8) -> int:
+  """The width of the answer window the jitted steps compute logits for: the most answer steps
+  (`loss_mask`) of any row of `arrays`, rounded up to a power of two (at least `smallest`, at
+  most S). A row's answer steps are contiguous (`prompts.token_row`), so a window of this width
+  from its first answer step holds all of them."""
+  most = int(np.asarray(arrays["loss_mask"]).sum(axis=1).max(initial=0))
+  return min(arrays["loss_mask"].shape[1], prompts.power_bucket(max(most, 1), smallest))
+
+
 def eval_batches(arrays: dict[str, np.ndarray], batch_size: int):
   """Validation in order, the last batch padded by repeating its first row; yields
   (batch, number of real rows)."""

@@ -110,17 +110,42 @@ def optimizer(h: Hyper) -> optax.GradientTransformation:
 
 # --------------------------------------------------------------------------- jitted steps
 
-def _forward(heads_def, params, rest, backbone_def, backbone_state, batch, first_layer: int):
+def answer_window(loss_mask: jax.Array, width: int) -> jax.Array:
+  """[B, width] positions from each row's first answer step (clipped to the row; `loss_mask`
+  [B, T] holds contiguous answer steps, `data.answer_steps` sizes the window to hold them)."""
+  first = jnp.argmax(loss_mask, axis=1)
+  return jnp.minimum(first[:, None] + jnp.arange(width), loss_mask.shape[1] - 1)
+
+
+def _windowed(batch, width: int):
+  """(positions [B, A] or None, targets [B, A], answer steps [B, A]): where the steps compute
+  logits. width 0 = every position; a clipped position repeats the last, never an answer step."""
+  if not width:
+    return None, batch["targets"], batch["loss_mask"]
+  at = answer_window(batch["loss_mask"], width)
+  return (at, jnp.take_along_axis(batch["targets"], at, axis=1),
+          jnp.take_along_axis(batch["loss_mask"], at, axis=1))
+
+
+def _forward(heads_def, params, rest, backbone_def, backbone_state, batch, first_layer: int,
+             logits_at=None):
   """The decoder with the heads' memory: `pipeline.decode.heads_forward`, the forward that
-  answering runs, with the attention mass on each slot that the alignment loss reads."""
+  answering runs, with the attention mass on each slot that the alignment loss reads; logits at
+  the positions `logits_at` only when given."""
   heads = nnx.merge(heads_def, params, rest)
   backbone = nnx.merge(backbone_def, backbone_state)
-  return decode.heads_forward(heads, backbone, batch, first_layer, return_slot_attention=True)
+  return decode.heads_forward(heads, backbone, batch, first_layer, return_slot_attention=True,
+                              logits_at=logits_at)
 
 
-def _losses(h: Hyper, batch, logits, slot_attention, r: routing.Routing) -> losses.Losses:
+def _losses(h: Hyper, batch, logits, slot_attention, r: routing.Routing, targets=None,
+            answer=None) -> losses.Losses:
+  """The training loss; `logits` [B, A, V] predict `targets` at the answer steps `answer` [B, A]
+  (default: every position, the batch's targets and loss_mask)."""
   steps = batch["loss_mask"]
-  gen = losses.generation_loss(logits, batch["targets"], steps, h.label_smoothing)
+  targets = batch["targets"] if targets is None else targets
+  answer = steps if answer is None else answer
+  gen = losses.generation_loss(logits, targets, answer, h.label_smoothing)
   if not h.routed:  # an adapter routes nothing: the slot losses do not apply
     zero = jnp.zeros((), gen.dtype)
     return losses.total_loss(dict(gen=h.w_gen, cal=0.0, cf=0.0, align=0.0), gen, zero, zero,
@@ -132,16 +157,20 @@ def _losses(h: Hyper, batch, logits, slot_attention, r: routing.Routing) -> loss
                            gen, cal, cf, align)
 
 
-@functools.partial(jax.jit, static_argnames=("heads_def", "backbone_def", "h", "first_layer"),
+@functools.partial(jax.jit, static_argnames=("heads_def", "backbone_def", "h", "first_layer",
+                                             "answer_steps"),
                    donate_argnames=("params", "opt_state"))
 def train_step(params, opt_state, rest, backbone_state, batch, *, heads_def, backbone_def,
-               h: Hyper, first_layer: int):
-  """One micro-step: gradients of the trainable params only, MultiSteps update."""
+               h: Hyper, first_layer: int, answer_steps: int = 0):
+  """One micro-step: gradients of the trainable params only, MultiSteps update. With
+  `answer_steps` (`data.answer_steps` of the rows) the logits are computed over that window of
+  answer steps only: the same loss, without the other positions' vocabulary projection."""
+  at, targets, answer = _windowed(batch, answer_steps)
 
   def loss_fn(p):
     logits, attn, r = _forward(heads_def, p, rest, backbone_def, backbone_state, batch,
-                               first_layer)
-    out = _losses(h, batch, logits, attn, r)
+                               first_layer, at)
+    out = _losses(h, batch, logits, attn, r, targets, answer)
     active_steps = r.active & batch["loss_mask"][:, :, None]
     return out.total, (out, jnp.sum(active_steps) / jnp.maximum(jnp.sum(batch["loss_mask"]), 1))
 
@@ -154,13 +183,17 @@ def train_step(params, opt_state, rest, backbone_state, batch, *, heads_def, bac
   return params, opt_state, metrics
 
 
-@functools.partial(jax.jit, static_argnames=("heads_def", "backbone_def", "first_layer"))
-def eval_step(params, rest, backbone_state, batch, *, heads_def, backbone_def, first_layer: int):
+@functools.partial(jax.jit, static_argnames=("heads_def", "backbone_def", "first_layer",
+                                             "answer_steps"))
+def eval_step(params, rest, backbone_state, batch, *, heads_def, backbone_def, first_layer: int,
+              answer_steps: int = 0):
   """Validation: option scores [B, J] (multiple choice) or, for open answers (no option rows),
   `greedy_match` [B] (`evaluation.answers.greedy_match`: greedy decoding would write the target
-  answer); routed-slot faithfulness counts, first-step gates."""
+  answer); routed-slot faithfulness counts, first-step gates. `answer_steps` as in
+  `train_step` (the open answers' logits)."""
+  at, targets, answer = _windowed(batch, answer_steps if "mc_tokens" not in batch else 0)
   logits, _, r = _forward(heads_def, params, rest, backbone_def, backbone_state, batch,
-                          first_layer)
+                          first_layer, at)
   steps = batch["loss_mask"]
   useful = batch["slot_utility"] > 0.5
   act = r.active & steps[:, :, None]
@@ -172,7 +205,7 @@ def eval_step(params, rest, backbone_state, batch, *, heads_def, backbone_def, f
   out = dict(faith_hits=faith_hits, faith_total=faith_total, gates=gates,
              gate_logits=scores_first)
   if "mc_tokens" not in batch:
-    return dict(out, greedy_match=answers.greedy_match(logits, batch["targets"], steps))
+    return dict(out, greedy_match=answers.greedy_match(logits, targets, answer))
 
   b, j, t = batch["mc_tokens"].shape
   mc = dict(batch)
@@ -274,6 +307,7 @@ class Trainer:
     self.on_step = on_step
     self.log = log
     self.train_arrays, self.val_arrays = train_arrays, val_arrays
+    self.answer_steps = data_lib.answer_steps(train_arrays)
     if config.train.eval_examples:
       self.val_arrays = {k: v[:config.train.eval_examples] for k, v in val_arrays.items()}
 
@@ -434,13 +468,15 @@ class Trainer:
     S_ans is multiple-choice accuracy, or for open answers the share of questions whose greedy
     answer is the first gold answer (exact match of tokens, EOS included)."""
     arrays = self.val_arrays if arrays is None else arrays
+    window = data_lib.answer_steps(arrays)
     n_correct, n, hits, total = 0, 0, 0, 0
     gates, utils, valids = [], [], []
     for batch, real in data_lib.eval_batches(arrays, self.config.train.batch_size):
       batch = self._bucketed(batch)
       out = eval_step(self.params, self.rest, self.backbone_state,
                       jax.device_put(batch, self.sharded), heads_def=self.heads_def,
-                      backbone_def=self.backbone_def, first_layer=self.first_layer)
+                      backbone_def=self.backbone_def, first_layer=self.first_layer,
+                      answer_steps=window)
       out = jax.device_get(out)
       if "greedy_match" in out:  # open answers: the greedy answer is the target
         n_correct += int(np.sum(out["greedy_match"][:real]))
@@ -497,7 +533,7 @@ class Trainer:
           self.params, self.opt_state, metrics = train_step(
               self.params, self.opt_state, self.rest, self.backbone_state, batch,
               heads_def=self.heads_def, backbone_def=self.backbone_def, h=self.h,
-              first_layer=self.first_layer)
+              first_layer=self.first_layer, answer_steps=self.answer_steps)
           window.append(metrics)
           self.micro_step += 1
         self.step += 1
