@@ -4,7 +4,7 @@ shipped heads, one question at a time as an online system answers).
   python benchmarks/bench_pipeline_latency.py --num_examples=30
 
 Online latency = retrieval + correction + evidence + decoding (a short answer with routing at
-every step, and the teacher-forced pass that reads its citations) + verification (+ the
+every step, its citations read from the routing the loop records) + verification (+ the
 revision when a claim fails), with the instance graph cached per scene; the full pipeline adds
 building the instance graph (filtering, canonicalisation, KB enrichment, embedding the triples:
 each scene is built once with a fresh embedding memo, timed apart) and scoring the 4 options

@@ -238,3 +238,44 @@ def test_text_option_scores_with_a_shared_prompt_cache_equal_full_rows(parts):
                                 batch["valid"], batch["output_mask"])
   np.testing.assert_allclose(got, np.asarray(want), rtol=1e-5, atol=1e-5)
   assert got.shape == (5,) and np.isfinite(got).all()
+
+
+def test_generation_routing_is_the_teacher_forced_routing(parts):
+  """The routing `generate_ids(return_routing=True)` records while writing an answer (what the
+  citations read) equals the routing of a teacher-forced pass over [prompt ; answer ; EOS] at
+  the same steps, the way citations were computed before."""
+  from graphloom_jax.pipeline import decode, prompts
+  _, _, kb, _ = parts
+  system = _system(parts)
+  qs = kb.questions[:3]
+  items = system.prepare([q.question for q in qs],
+                         [kb.scene_graph(q.extra["instance_id"]) for q in qs])
+  for it in items:
+    it.prompt = system._prompt(it, "graphloom")
+  arrays = system._mode_arrays(items, "graphloom")
+  outs, routes = system._generate([it.prompt for it in items], "graphloom", arrays,
+                                  return_routing=True)
+  plain = system._generate([it.prompt for it in items], "graphloom", arrays)
+  assert outs == plain  # recording the routing does not change the answer
+  fmt = system.fmt
+  length = prompts.bucket(max(len(it.prompt) + len(ids) + 1 for it, ids in zip(items, outs)))
+  rows = [prompts.token_row(it.prompt + ids + [fmt.eos], len(it.prompt), length, fmt.pad, "row")
+          for it, ids in zip(items, outs)]
+  batch = {k: np.stack([r[k] for r in rows]) for k in rows[0]}
+  _, heads_def, heads_state = system._mode_heads["graphloom"]
+  _, gates, active = decode.score_rows(heads_def, heads_state, system._backbone_def,
+                                       system._backbone_state, {**arrays, **batch},
+                                       first_layer=system.first_layer)
+  gates, active = np.asarray(gates), np.asarray(active)
+  routed = 0
+  for j, (ids, (act, gate)) in enumerate(zip(outs, routes)):
+    steps = np.flatnonzero(batch["loss_mask"][j])[:len(act)]
+    assert len(act) == min(len(ids) + 1, system.config.decode.max_new_tokens)
+    np.testing.assert_array_equal(act, active[j][steps])
+    np.testing.assert_allclose(gate[act], gates[j][steps][act], rtol=1e-5, atol=1e-6)
+    routed += int(act.sum())
+    got = system._citations(items[j], gate, act)
+    want = system._citations(items[j], gates[j][steps], active[j][steps])
+    assert [c.triple for c in got] == [c.triple for c in want]
+    np.testing.assert_allclose([c.gate for c in got], [c.gate for c in want], rtol=1e-5)
+  assert routed > 0

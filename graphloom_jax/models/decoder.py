@@ -160,20 +160,26 @@ class _Loop(NamedTuple):
   unstack_layers: take each layer's slice of the stacked weights once, before the loop, and run
   the layers as an unrolled loop over them; XLA materialises the slices, a transient copy of
   the layer weights for the call, where slicing inside the loop would copy them at every step
-  (see Llama)."""
+  (see Llama).
+  routing: record the active slots and log-gates [B, max_new + 1, M] that predicted each new
+  token (row j predicts token j; the last predicts the token after max_new)."""
   max_new: int
   sample: bool
   first_layer: int = -1
   sparse: llama.SparseSpec | None = None
   unstack_layers: bool = False
+  routing: bool = False  # also return each step's routing (memory generation only)
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "router_def", "loop"))
 def _generate(graphdef, state, tokens, valid, sampling: _Sampling, memory=None, router_def=None,
               router_state=None, *, loop: _Loop):
-  """tokens/valid [B, Tp] left-padded prompts -> new tokens [B, loop.max_new] (pad after EOS)."""
+  """tokens/valid [B, Tp] left-padded prompts -> new tokens [B, loop.max_new] (pad after EOS),
+  and with loop.routing the routing (active [B, max_new + 1, M] bool, log-gates float32) that
+  predicted each of them."""
   eos_ids, key, temperature, top_p, pad_id = sampling
-  max_new, sample, first_layer, sparse, unstack_layers = loop
+  max_new, sample, first_layer, sparse, unstack_layers, keep_routing = loop
+  keep_routing = keep_routing and memory is not None
   model = nnx.merge(graphdef, state)
   route = nnx.merge(router_def, router_state) if router_def is not None else None
   b, tp = tokens.shape
@@ -189,7 +195,7 @@ def _generate(graphdef, state, tokens, valid, sampling: _Sampling, memory=None, 
   track = memory is not None and memory.slot_key_tokens is not None
   if memory is not None:
     memory = memory.replace(slot_mentioned=None)
-  logits, cache, _ = step(tokens, cache, valid, memory=memory)
+  logits, cache, aux = step(tokens, cache, valid, memory=memory)
   key, sub = jax.random.split(key)
   first = _sample(logits[:, -1], sub, temperature, top_p, sample)
   if track:
@@ -197,28 +203,37 @@ def _generate(graphdef, state, tokens, valid, sampling: _Sampling, memory=None, 
                 jnp.zeros((b, memory.num_slots), bool))
   else:
     mentions = None
+  routes = None
+  if keep_routing:  # row 0: the prompt's last position, which predicts the first token
+    routes = (jnp.zeros((b, max_new + 1, memory.num_slots), bool).at[:, 0].set(
+                  aux["slot_active"][:, -1]),
+              jnp.zeros((b, max_new + 1, memory.num_slots), jnp.float32).at[:, 0].set(
+                  aux["slot_bias"][:, -1].astype(jnp.float32)))
 
   def cond(carry):
-    i, _, _, _, done, _, _ = carry
+    i, _, _, _, done, _, _, _ = carry
     return (i < max_new) & ~jnp.all(done)
 
   def body(carry):
-    i, tok, cache, out, done, key, mentions = carry
+    i, tok, cache, out, done, key, mentions, routes = carry
     out = out.at[:, i].set(jnp.where(done, pad_id, tok))
     done = done | jnp.isin(tok, eos_ids)
     mem = memory
     if track:
       mentions = routing.mention_step(*mentions, tok, memory.slot_key_tokens)
       mem = memory.replace(slot_mentioned=mentions[1][:, None, :])
-    logits, cache, _ = step(tok[:, None], cache, jnp.ones((b, 1), bool), memory=mem)
+    logits, cache, aux = step(tok[:, None], cache, jnp.ones((b, 1), bool), memory=mem)
+    if keep_routing:  # fed token i, this step predicts token i + 1
+      routes = (routes[0].at[:, i + 1].set(aux["slot_active"][:, 0]),
+                routes[1].at[:, i + 1].set(aux["slot_bias"][:, 0].astype(jnp.float32)))
     key, sub = jax.random.split(key)
     return (i + 1, _sample(logits[:, 0], sub, temperature, top_p, sample), cache, out, done, key,
-            mentions)
+            mentions, routes)
 
   init = (jnp.zeros((), jnp.int32), first, cache, jnp.full((b, max_new), pad_id, jnp.int32),
-          jnp.zeros((b,), bool), key, mentions)
-  out = jax.lax.while_loop(cond, body, init)[3]
-  return out
+          jnp.zeros((b,), bool), key, mentions, routes)
+  final = jax.lax.while_loop(cond, body, init)
+  return (final[3], final[7]) if keep_routing else final[3]
 
 
 def _split_router(router):
@@ -333,7 +348,7 @@ class Decoder:
                    temperature: float = 0.0, top_p: float = 1.0, seed: int = 0,
                    eos_ids: Sequence[int] | None = None, memory=None, router=None,
                    first_layer: int = -1, sparse: llama.SparseSpec | None = None,
-                   mesh: jax.sharding.Mesh | None = None) -> list[list[int]]:
+                   mesh: jax.sharding.Mesh | None = None, return_routing: bool = False):
     """Token-level generation, the one generation loop. Greedy when temperature == 0; stops a
     row at its first EOS (the EOS is not returned). With `memory` (and optionally a `router`
     recomputing the active slots at every step) layers >= first_layer attend jointly to prefix,
@@ -341,7 +356,10 @@ class Decoder:
     of the cache. With `mesh` the prompt rows are padded to a multiple of its "data" axis
     (copies of the last, `sharding.pad_list`) and split over it, and `memory` must hold the
     padded rows (built from evidence placed by `sharding.place_rows`); the real rows' tokens
-    are returned."""
+    are returned. With `return_routing` (and `memory`) it returns (tokens, routing): per row,
+    the active slots [n + 1, M] bool and gates [n + 1, M] float32 that predicted each of its n
+    tokens and then its EOS (n rows when it stopped at max_new_tokens without one), i.e. the
+    routing a teacher-forced pass over [prompt ; tokens ; EOS] computes at those steps."""
     rows = check_token_rows(prompt_ids, self.config.vocab_size)
     max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
     temperature, top_p, seed = check_sampling(temperature, top_p, seed)
@@ -369,10 +387,19 @@ class Decoder:
       placed, _ = sharding_lib.place_rows(dict(tokens=tokens, valid=valid), mesh)
       tokens, valid = placed["tokens"], placed["valid"]
       sampling = jax.device_put(sampling, sharding_lib.replicated(mesh))
-    loop = _Loop(max_new, temperature > 0, first_layer, sparse, self.unstack_layers)
+    keep = bool(return_routing) and memory is not None
+    if return_routing and memory is None:
+      raise ValueError("return_routing needs memory: only memory generation routes slots")
+    loop = _Loop(max_new, temperature > 0, first_layer, sparse, self.unstack_layers, keep)
     out = _generate(self._graphdef, self._state, tokens, valid, sampling, memory, router_def,
                     router_state, loop=loop)
-    return cut_at_eos(np.asarray(out)[:n, :max_new_tokens], eos_ids)
+    if not keep:
+      return cut_at_eos(np.asarray(out)[:n, :max_new_tokens], eos_ids)
+    out, (active, bias) = out
+    rows = cut_at_eos(np.asarray(out)[:n, :max_new_tokens], eos_ids)
+    active, gates = np.asarray(active), np.exp(np.asarray(bias))
+    steps = [min(len(r) + 1, max_new_tokens) for r in rows]
+    return rows, [(active[i, :k], gates[i, :k]) for i, k in enumerate(steps)]
 
   def left_padded(self, rows: Sequence[Sequence[int]], max_new_tokens: int):
     """Prompt rows left-padded to one length bucket for the generation loop: tokens and valid

@@ -176,19 +176,21 @@ def check_settings(decode_cfg) -> None:
 
 def generate(decoder: decoder_lib.Decoder, prompt_ids, max_new_tokens: int, *,
              mesh: jax.sharding.Mesh | None = None, arrays=None, memory_fn=None,
-             first_layer: int = -1, sparse: llama.SparseSpec | None = None
-             ) -> list[list[int]]:
+             first_layer: int = -1, sparse: llama.SparseSpec | None = None,
+             return_routing: bool = False):
   """Greedy generation of `decoder` for each prompt (token id lists), with GraphLoom's memory
   when `arrays` (stacked evidence [B, ...]) and `memory_fn(batch) -> (memory, router)` are
   given: `decoder.generate_ids`, with the memory built from the evidence as placed on `mesh`
   (padded to a multiple of its "data" axis and split over it, as generate_ids pads the
-  prompts; without a mesh, on the default device)."""
+  prompts; without a mesh, on the default device). `return_routing` (with memory): also the
+  routing of every generated step, as `generate_ids` returns it."""
   if arrays is None:
     return decoder.generate_ids(prompt_ids, max_new_tokens, sparse=sparse, mesh=mesh)
   evidence, _ = sharding.place_rows(arrays, mesh)
   memory, router = memory_fn(evidence)
   return decoder.generate_ids(prompt_ids, max_new_tokens, memory=memory, router=router,
-                              first_layer=first_layer, sparse=sparse, mesh=mesh)
+                              first_layer=first_layer, sparse=sparse, mesh=mesh,
+                              return_routing=return_routing)
 
 
 def repeat_rows(arrays: dict, counts) -> dict:

@@ -12,9 +12,10 @@ evidence. Read top to bottom, this is the system:
                         the active slots at every step inside the decoder's jitted loop
                         (layers >= memory.first_layer, sparse self-KV when memory.sparse);
                         "flat_rag": the same subgraph verbalised into the prompt;
-                        "no_retrieval": the question alone. GraphLoom's citations come from
-                        one teacher-forced pass over the answer (the router's active slots at
-                        its steps). Options, when given, are scored by length-normalised
+                        "no_retrieval": the question alone. GraphLoom's citations are the
+                        slots the router activated at the steps that wrote the answer and its
+                        EOS, recorded by the generation loop (equal to a teacher-forced pass
+                        over [prompt ; answer ; EOS], which it replaces). Options, when given, are scored by length-normalised
                         log-likelihood under the same conditioning (stage "options").
   6. verification       `pipeline.verify`: atomic claims, entailment by the configured verifier
                         against the evidence (>= tau_ent); when a claim fails, ONE revision
@@ -227,8 +228,6 @@ class GraphLoom:
     if mode == "routed_text":
       self._route_text(items)
     self._decode(items, mode)
-    if mode == "graphloom":
-      self._cite(items)
     self._score_options(items, mode)
     answers = self._verify(items, mode)
     return answers
@@ -404,26 +403,37 @@ class GraphLoom:
       it.cited = self._citations(it, gates[j][first:first + 1], active[j][first:first + 1])
       it.timings["decoding"] = seconds
 
-  def _generate(self, prompt_ids: list[list[int]], mode: str, arrays=None) -> list[list[int]]:
+  def _generate(self, prompt_ids: list[list[int]], mode: str, arrays=None,
+                return_routing: bool = False):
     kwargs = {}
     if mode in MEMORY_MODES:
       kwargs = dict(arrays=arrays, memory_fn=lambda a: self._memory(a, mode),
-                    first_layer=self.first_layer, sparse=self.sparse)
+                    first_layer=self.first_layer, sparse=self.sparse,
+                    return_routing=return_routing)
     elif self.sparse is not None:
       kwargs = dict(sparse=self.sparse)
     return decode.generate(self.decoder, prompt_ids, self.config.decode.max_new_tokens,
                            mesh=self.mesh, **kwargs)
 
   def _decode(self, items: list[Prepared], mode: str, arrays=None) -> None:
+    """Generates each item's answer; in GraphLoom mode also cites the slots routed while
+    generating it (the gates and active sets of the steps that wrote the answer and its EOS)."""
     t0 = time.perf_counter()
     for it in items:
       it.prompt = self._prompt(it, mode)
     if arrays is None and mode in MEMORY_MODES:
       arrays = self._mode_arrays(items, mode)
-    outs = self._generate([it.prompt for it in items], mode, arrays)
-    seconds = (time.perf_counter() - t0) / len(items)
-    for it, ids in zip(items, outs):
+    cite = mode == "graphloom"
+    outs = self._generate([it.prompt for it in items], mode, arrays, return_routing=cite)
+    routes = [None] * len(items)
+    if cite:
+      outs, routes = outs
+    for it, ids, route in zip(items, outs, routes):
       it.tokens, it.text = ids, self.fmt.decode(ids)
+      if route is not None:
+        it.cited = self._citations(it, route[1], route[0])
+    seconds = (time.perf_counter() - t0) / len(items)
+    for it in items:
       it.timings["decoding"] = it.timings.get("decoding", 0.0) + seconds
 
   def _rows(self, items: list[Prepared], texts_per_item: list[list[str]]):
@@ -452,17 +462,6 @@ class GraphLoom:
                                           self._backbone_def, self._backbone_state, batch,
                                           first_layer=self.first_layer, mesh=self.mesh)
     return np.asarray(lp), np.asarray(gates), np.asarray(active), rows
-
-  def _cite(self, items: list[Prepared]) -> None:
-    """GraphLoom mode: the routed slots at the answer's own steps (teacher-forced on it)."""
-    t0 = time.perf_counter()
-    _, gates, active, rows = self._score(items, "graphloom", [[it.text] for it in items])
-    for j, it in enumerate(items):
-      steps = rows["loss_mask"][j]
-      it.cited = self._citations(it, gates[j][steps], active[j][steps])
-    seconds = (time.perf_counter() - t0) / len(items)
-    for it in items:
-      it.timings["decoding"] += seconds
 
   def _score_options(self, items: list[Prepared], mode: str) -> None:
     """Option log-likelihoods (multiple choice), under the same conditioning as the answer."""
