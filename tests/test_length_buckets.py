@@ -48,22 +48,30 @@ def test_trimmed_batches_compute_the_same_steps(setup):
   assert length < 512 and length == prompts.power_bucket(int(data.row_lengths(full).max()))
   assert cut["mc_tokens"].shape[-1] == length and cut["slot_utility"].shape == \
       full["slot_utility"].shape
+  _assert_same_steps(t, [(full, 0, full), (cut, 0, cut)])
+
+
+def _assert_same_steps(t, runs):
+  """A train step (from the trainer's params) and an eval step for each (train batch,
+  answer_steps, eval batch) of `runs` give the same metrics, updated params and outputs."""
   kw = dict(heads_def=t.heads_def, backbone_def=t.backbone_def, first_layer=t.first_layer)
   outs = []
-  for batch in (full, cut):
+  for batch, width, eval_batch in runs:
     params = jax.tree.map(lambda x: x.copy(), t.params)
     opt = jax.tree.map(lambda x: x.copy(), t.opt_state)
     new, _, metrics = trainer.train_step(params, opt, t.rest, t.backbone_state, batch, h=t.h,
-                                         **kw)
-    ev = trainer.eval_step(t.params, t.rest, t.backbone_state, batch, **kw)
+                                         answer_steps=width, **kw)
+    ev = trainer.eval_step(t.params, t.rest, t.backbone_state, eval_batch, answer_steps=width,
+                           **kw)
     outs.append(jax.device_get((jax.tree.leaves(new), metrics, ev)))
-  (p_full, m_full, e_full), (p_cut, m_cut, e_cut) = outs
-  for k in m_full:
-    np.testing.assert_allclose(m_cut[k], m_full[k], rtol=1e-5, atol=1e-6, err_msg=k)
-  for a, b in zip(p_cut, p_full):
+  (p_ref, m_ref, e_ref), (p_got, m_got, e_got) = outs
+  for k in m_ref:
+    np.testing.assert_allclose(m_got[k], m_ref[k], rtol=1e-5, atol=1e-6, err_msg=k)
+  for a, b in zip(p_got, p_ref):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-  for k in e_full:
-    np.testing.assert_allclose(e_cut[k], e_full[k], rtol=1e-5, atol=1e-5, err_msg=k)
+  for k in e_ref:
+    np.testing.assert_allclose(e_got[k], e_ref[k], rtol=1e-5, atol=1e-5, err_msg=k)
+  return m_ref
 
 
 def test_trainer_with_length_buckets_evaluates_the_same(setup):
@@ -135,25 +143,9 @@ def test_answer_window_steps_compute_the_same_values(setup):
   window = data.answer_steps(tr)
   assert window < batch["tokens"].shape[1]
   assert t.answer_steps == window  # what the trainer's own steps use
-  kw = dict(heads_def=t.heads_def, backbone_def=t.backbone_def, first_layer=t.first_layer)
-  outs = []
-  for width in (0, window):
-    params = jax.tree.map(lambda x: x.copy(), t.params)
-    opt = jax.tree.map(lambda x: x.copy(), t.opt_state)
-    new, _, metrics = trainer.train_step(params, opt, t.rest, t.backbone_state, batch, h=t.h,
-                                         answer_steps=width, **kw)
-    open_rows = {k: v for k, v in batch.items() if not k.startswith("mc_")}
-    ev = trainer.eval_step(t.params, t.rest, t.backbone_state, open_rows, answer_steps=width,
-                           **kw)
-    outs.append(jax.device_get((jax.tree.leaves(new), metrics, ev)))
-  (p_full, m_full, e_full), (p_win, m_win, e_win) = outs
-  assert m_full["gen"] > 0
-  for k in m_full:
-    np.testing.assert_allclose(m_win[k], m_full[k], rtol=1e-5, atol=1e-6, err_msg=k)
-  for a, b in zip(p_win, p_full):
-    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-  for k in e_full:
-    np.testing.assert_allclose(e_win[k], e_full[k], rtol=1e-5, atol=1e-5, err_msg=k)
+  open_rows = {k: v for k, v in batch.items() if not k.startswith("mc_")}  # greedy_match
+  metrics = _assert_same_steps(t, [(batch, 0, open_rows), (batch, window, open_rows)])
+  assert metrics["gen"] > 0
 
 
 def test_logits_at_gathers_the_full_logits(setup):
