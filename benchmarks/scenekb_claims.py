@@ -60,21 +60,20 @@ def sheet(row: dict, questions: dict, evidence: dict, verifier, num: int, shown:
     # The rebuilt evidence must give the row's own verdicts.
     differ += (len(a.claims), sum(not c.supported for c in a.claims)) != (
         r["claims"], r["unsupported_claims"])
-    lines = body
-    lines += [f"## {i}. {q.question}", "",
+    body += [f"## {i}. {q.question}", "",
               f"- options: {', '.join(q.extra['options'])}; gold: {', '.join(q.answer_texts)}",
               f"- answer: {r['answer']!r}" + (" (abstained)" if a.abstained else ""),
               f"- evidence ({len(given)} triples): "
               + ("; ".join(f"({s}, {p}, {o})" for s, p, o in given[:shown]) or "none")
               + (" ..." if len(given) > shown else "")]
     for c in a.claims:
-      lines.append(f"  - [{c.origin}] {_claim_text(c)} [supported={'yes' if c.supported else 'no'}"
+      body.append(f"  - [{c.origin}] {_claim_text(c)} [supported={'yes' if c.supported else 'no'}"
                    f", true={'yes' if c.true else 'no'}]")
       near = _touching(c, given)
       if near:
-        lines.append("    - evidence on its entities: "
+        body.append("    - evidence on its entities: "
                      + "; ".join(f"({s}, {p}, {o})" for s, p, o in near))
-    lines.append("")
+    body.append("")
   head = [f"# Reading sheet: {row['name']} ({row['mode']}, seed {row['seed']}, {row['split']})",
           "",
           "Mark each claim: does the evidence listed support it (S), and is it true (T)? "
