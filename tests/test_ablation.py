@@ -127,7 +127,7 @@ def test_corrective_and_revision_switches(parts):
   forced = dict(correct__tau_eval=1.01)  # every subgraph scores below: an action always runs
   on = _ask(_system(parts, StubVerifier(0.1), **forced), kb)
   off = _ask(_system(parts, StubVerifier(0.1), ablation__corrective=False,
-                     ablation__revision=False, **forced), kb)
+                     verify__revise=False, **forced), kb)
   for a, b in zip(on, off):
     assert a.correction is not None and a.correction.action is not None
     assert a.revised or a.revision_text is not None  # unsupported: one revision attempted

@@ -35,7 +35,7 @@ def _config(target):
   cfg.train.checkpoint_every = 3
   cfg.train.eval_examples = 6
   cfg.baseline.tuned_prefix_len = 3
-  cfg.ablation.revision = False  # the tiny random decoder's revisions only cost time here
+  cfg.verify.revise = False  # the tiny random decoder's revisions only cost time here
   return cfg
 
 

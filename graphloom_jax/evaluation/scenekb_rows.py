@@ -62,7 +62,9 @@ GROUPS = {
     "components": [
         ("-interleaved", "graphloom", {"retrieval.second_round": "none"}),
         ("-corrective", "graphloom", {"ablation.corrective": False}),
-        ("-revision", "graphloom", {"ablation.revision": False}),
+        # Both settings explicitly: the configs differ in their default (verify.revise).
+        ("-revision", "graphloom", {"verify.revise": False}),
+        ("+revision", "graphloom", {"verify.revise": True}),
         ("-router", "graphloom", {"ablation.router": "uniform"}),
         ("-KG-JSA++", "routed_text", {}),
         ("-prefix", "graphloom", {"ablation.prefix": False}),

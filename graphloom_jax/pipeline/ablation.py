@@ -18,9 +18,9 @@ They act at answering time on a system trained in full (training refuses non-def
                                 feature and disables the output-mention feature (no slot names to
                                 match)
   ablation.corrective = False   -corrective: no retrieval evaluation or corrective action
-  ablation.revision = False     -revision: verified, but a failed answer is never revised
 
-The other rows of the tables are settings that already exist: -interleaved is
+The other rows of the tables are settings that already exist: -revision / +revision is
+verify.revise = False / True (a failed answer is never / once revised), -interleaved is
 retrieval.second_round = "none", no KB enrichment graph.kb_hops = 0, -KG-JSA++ the mode
 "routed_text" (the slots the router picks at the first answer step verbalised into a Flat-RAG
 prompt, no memory).
@@ -49,7 +49,6 @@ class Ablation:
   prefix: bool = True
   drop_features: tuple[str, ...] = ()
   corrective: bool = True
-  revision: bool = True
 
   @classmethod
   def from_config(cls, config) -> "Ablation":
@@ -61,7 +60,7 @@ class Ablation:
                        f"comma-separated subset of {sorted(FEATURES)}")
     if a.router not in ROUTERS:
       raise ValueError(f"ablation.router={a.router!r}; expected one of {ROUTERS}")
-    return cls(a.router, bool(a.prefix), drop, bool(a.corrective), bool(a.revision))
+    return cls(a.router, bool(a.prefix), drop, bool(a.corrective))
 
   @property
   def is_default(self) -> bool:

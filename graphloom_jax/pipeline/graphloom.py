@@ -524,7 +524,7 @@ class GraphLoom:
                       evidence=it.cited, claims=claims, correction=it.correction,
                       retrieved=list(it.subgraph.edges) if it.subgraph else [],
                       timings=it.timings)
-      if (self.ablation.revision and mode not in NO_EVIDENCE_MODES and lines
+      if (self.config.verify.revise and mode not in NO_EVIDENCE_MODES and lines
           and not answer.supported):
         revise.append((it, answer, rows, lines))
       out.append(answer)
