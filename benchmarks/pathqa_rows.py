@@ -67,7 +67,7 @@ def main(argv):
   folder = pathlib.Path(_OUT.value) / "rows" / (
       f"{_DATASET.value}-{_PROTOCOL.value}-{_SPLIT.value}-{len(questions)}")
   if _REPORT.value:
-    print(pathqa_rows.write_report(folder))
+    print(pathqa_rows.write_report(folder, ds))
     return
   seed_dir = folder / f"seed{_SEED.value}"
   seed_dir.mkdir(parents=True, exist_ok=True)
@@ -94,7 +94,7 @@ def main(argv):
     m = result["metrics"]
     print(f"{row}: Hits@1 {m['hits']:.1f} EM {m['em']:.1f} ({result['wall_seconds']:.0f}s)",
           flush=True)
-  print(pathqa_rows.write_report(folder))
+  print(pathqa_rows.write_report(folder, ds))
 
 
 if __name__ == "__main__":

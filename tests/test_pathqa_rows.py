@@ -112,3 +112,49 @@ def test_report_pairs_rows(tmp_path):
   d = pathqa_rows.paired(recs([100.0, 0.0, 100.0, 100.0]), recs([100.0] * 4), resamples=500)
   assert d["delta"] == -25.0 and d["lo"] <= -25.0 <= d["hi"]
   assert np.isclose(pathqa_rows.metrics(recs([100.0, 0.0]))["hits"], 50.0)
+
+
+def test_seed_paired_averages_seeds_per_question():
+  run = lambda seed, hits: dict(seed=seed, records=[dict(qid=str(i), hits=h)  # noqa: E731
+                                                    for i, h in enumerate(hits)])
+  a = [run(0, [100.0, 0.0, 100.0]), run(1, [0.0, 0.0, 100.0]), run(2, [0.0, 0.0, 0.0])]
+  b = [run(0, [0.0, 0.0, 100.0]), run(1, [0.0, 100.0, 100.0])]
+  d = pathqa_rows.seed_paired(a, b, resamples=200)
+  # seeds 0 and 1 only: per question a = (50, 0, 100), b = (0, 50, 100), d = (50, -50, 0)
+  assert d["delta"] == 0.0 and d["seeds"] == 2 and d["questions"] == 3
+  assert pathqa_rows.seed_paired(a, [run(5, [0.0] * 3)]) is None  # no seed in common
+  assert d["lo"] <= 0.0 <= d["hi"]
+  reader = [run(0, [100.0, 100.0, 0.0])]  # seedless: compared with every seed of the other
+  assert pathqa_rows.seed_paired(a, reader, resamples=200)["seeds"] == 1  # seed 0 only
+  d = pathqa_rows.seed_paired(a, reader, resamples=200, seedless=(False, True))
+  # a over seeds 0-2 = (100/3, 0, 200/3) minus (100, 100, 0)
+  assert np.isclose(d["delta"], np.mean([100 / 3 - 100, -100, 200 / 3]))
+  assert pathqa_rows.seed_paired([run(0, [1.0])], [run(0, [])]) is None  # no common question
+
+
+def test_report_breaks_down_by_final_relation(tmp_path):
+  ds = pathquestion.load("PQ-2H", root=DATA / "pathquestion")
+  folder = tmp_path / "rows" / "X"
+  (folder / "seed0").mkdir(parents=True)
+  qs = ds.questions
+  hits = {"graphloom": [100.0 * (i % 2) for i in range(len(qs))],
+          "lexicon": [100.0] * len(qs)}
+  for name, h in hits.items():
+    r = [dict(qid=q.qid, answer="x" if name == "graphloom" else q.answers[0], hits=v, em=v, f1=v,
+              recall5=None, seconds=0.1) for q, v in zip(qs, h)]
+    (folder / "seed0" / f"{name}.json").write_text(json.dumps(dict(
+        row=name, seed=0, metrics=pathqa_rows.metrics(r), records=r)))
+  text = pathqa_rows.write_report(folder, ds)
+  table = [l for l in text.splitlines() if l.startswith("| 2 |")]
+  groups = {}
+  for i, q in enumerate(qs):
+    groups.setdefault(pathqa_rows.final_relation(q), []).append(hits["graphloom"][i])
+  assert len(table) == len(groups)
+  for line in table:
+    _, hops, rel, n, g, lex = [c.strip() for c in line.split("|")[:6]]
+    assert int(n) == len(groups[rel]) and lex == "100"
+    assert g == f"{np.mean(groups[rel]):.0f}"
+  assert f"- graphloom: 'x' {len(qs)}" in text  # the repeated answer is counted
+  other = pathquestion.load("PQ-3H", root=DATA / "pathquestion")
+  with pytest.raises(ValueError, match="not in"):
+    pathqa_rows.write_report(folder, other)

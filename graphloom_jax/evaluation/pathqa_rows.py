@@ -8,6 +8,7 @@ gives the paired differences (docs/pathqa.md).
 
 from __future__ import annotations
 
+import collections
 import json
 import pathlib
 import statistics
@@ -34,6 +35,8 @@ READER_ROWS = {"lexicon": "lexicon", "oracle_path": "oracle"}
 
 
 CONTROL_ROWS = controls.CONTROLS
+# Rows that read no trained parameters: one run stands for every seed.
+SEEDLESS = frozenset(READER_ROWS) | {"flat_rag", "no_retrieval"}
 
 
 def readers():
@@ -132,29 +135,93 @@ def paired(a: list[dict], b: list[dict], resamples: int = 10_000, seed: int = 0)
                                      {r["qid"]: r["hits"] for r in b}, resamples, seed)
 
 
-def write_report(folder: pathlib.Path) -> str:
+def seed_paired(a_runs: list[dict], b_runs: list[dict], resamples: int = 10_000, seed: int = 0,
+                seedless: tuple[bool, bool] = (False, False)) -> dict | None:
+  """Row a minus row b in Hits@1 over their runs (one per seed), with a 95% bootstrap interval
+  over questions. Only the seeds both rows ran count, except that a seedless row (`seedless`
+  for a and b: a reader or a zero-shot mode, whose one run stands for every seed) is compared
+  with every run of the other. Each question's Hits@1 is averaged over the counted runs of each
+  row first, so the interval resamples questions with the seeds averaged in (not the seeds)."""
+  if not any(seedless):
+    both = {r["seed"] for r in a_runs} & {r["seed"] for r in b_runs}
+    a_runs = [r for r in a_runs if r["seed"] in both]
+    b_runs = [r for r in b_runs if r["seed"] in both]
+  if not a_runs or not b_runs:
+    return None
+
+  def mean_hits(runs):
+    per = [{x["qid"]: x["hits"] for x in r["records"]} for r in runs]
+    common = set.intersection(*(set(p) for p in per))
+    return {q: float(np.mean([p[q] for p in per])) for q in per[0] if q in common}
+
+  d = intervals.paired_difference(mean_hits(a_runs), mean_hits(b_runs), resamples, seed)
+  return None if d is None else dict(d, seeds=min(len(a_runs), len(b_runs)))
+
+
+BREAKDOWN_ROWS = ("graphloom", "oracle", "none", "shuffled", "flat_rag_tuned",
+                  "no_retrieval_tuned", "lexicon")
+
+
+def final_relation(q) -> str:
+  """The readable last relation of a question's first answer path ("__music__album__artist" ->
+  "artist")."""
+  return q.paths[0][-2].split("__")[-1] if q.paths and len(q.paths[0]) > 1 else "-"
+
+
+def breakdown(rows: dict[str, list[dict]], ds) -> list[str]:
+  """Markdown lines: Hits@1 per (hop count, final relation) of the rows in BREAKDOWN_ROWS that
+  ran (mean over their seeds), largest groups first, and each row's most repeated answers."""
+  by_qid = {q.qid: q for q in ds.questions}
+  names = [n for n in BREAKDOWN_ROWS if n in rows]
+  if not names:
+    return []
+  hits = {n: {} for n in names}
+  for n in names:
+    for run in rows[n]:
+      for x in run["records"]:
+        hits[n].setdefault(x["qid"], []).append(x["hits"])
+  groups = {}
+  for qid in hits[names[0]]:
+    if qid not in by_qid:
+      raise ValueError(f"breakdown: question {qid!r} of the rows is not in {ds.name}")
+    q = by_qid[qid]
+    groups.setdefault((q.hops, final_relation(q)), []).append(qid)
+  out = ["", "## Hits@1 by hop count and final relation (mean over seeds)", "",
+         "| hops | final relation | questions | " + " | ".join(names) + " |",
+         "|---|---|---|" + "---|" * len(names)]
+  for (hops, rel), qids in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+    cells = []
+    for n in names:
+      v = [np.mean(hits[n][q]) for q in qids if q in hits[n]]
+      cells.append(f"{np.mean(v):.0f}" if v else "-")
+    out.append(f"| {hops} | {rel} | {len(qids)} | " + " | ".join(cells) + " |")
+  out += ["", "Most repeated answers (seed 0 or the only run; count of questions):", ""]
+  for n in names:
+    run = min(rows[n], key=lambda r: r["seed"])
+    counts = collections.Counter(x["answer"] for x in run["records"]).most_common(3)
+    out.append(f"- {n}: " + ", ".join(f"{a!r} {c}" for a, c in counts))
+  return out
+
+
+def write_report(folder: pathlib.Path, ds=None) -> str:
+  """report.md of the rows under `folder`; with `ds` (the rows' dataset) also the breakdown by
+  hop count and final relation."""
   rows = {}
   for p in sorted(folder.glob("seed*/*.json")):
     r = json.loads(p.read_text())
     rows.setdefault(r["row"], []).append(r)
   lines = [f"# {folder.name}", "",
            "Hits@1 / EM / F1 / R@5 in points; Δ: paired difference in Hits@1 [95% bootstrap "
-           "interval over questions], mean over the seeds both rows ran.", "",
+           "interval over questions], each question's Hits@1 averaged over the seeds both rows "
+           "ran (`seed_paired`).", "",
            "| row | seeds | Hits@1 | EM | F1 | R@5 | s/question | Δ vs graphloom | Δ vs lexicon |",
            "|---|---|---|---|---|---|---|---|---|"]
 
   def delta(name, ref):
     if ref not in rows or name == ref:
       return "-"
-    ds = [paired(a["records"], b["records"]) for a in rows[name] for b in rows[ref]
-          if a["seed"] == b["seed"] or ref in READER_ROWS]
-    ds = [d for d in ds if d]
-    if not ds:
-      return "-"
-    d = ds[0] if len(ds) == 1 else dict(delta=float(np.mean([x["delta"] for x in ds])),
-                                        lo=float(np.mean([x["lo"] for x in ds])),
-                                        hi=float(np.mean([x["hi"] for x in ds])))
-    return f"{d['delta']:+.1f} [{d['lo']:+.1f}, {d['hi']:+.1f}]"
+    d = seed_paired(rows[name], rows[ref], seedless=(name in SEEDLESS, ref in SEEDLESS))
+    return "-" if d is None else f"{d['delta']:+.1f} [{d['lo']:+.1f}, {d['hi']:+.1f}]"
 
   for name, runs in rows.items():
     m = [r["metrics"] for r in runs]
@@ -163,6 +230,8 @@ def write_report(folder: pathlib.Path) -> str:
     lines.append(f"| {name} | {len(runs)} | {cell('hits')} | {cell('em')} | {cell('f1')} | "
                  f"{cell('recall5')} | {np.mean([x['seconds_per_question'] for x in m]):.2f} | "
                  f"{delta(name, 'graphloom')} | {delta(name, 'lexicon')} |")
+  if ds is not None:
+    lines += breakdown(rows, ds)
   text = "\n".join(lines) + "\n"
   atomic.atomic_write_text(folder / "report.md", text)
   return text
