@@ -239,3 +239,23 @@ def test_fused_prefill_attention_equals_einsum_path(rng, dtype, atol):
   np.testing.assert_allclose(np.asarray(fused, np.float32)[real],
                              np.asarray(einsum, np.float32)[real], atol=atol, rtol=0)
   assert llama.fused_attention_impl(dtype, 16) == "xla"  # no GPU here
+
+
+@pytest.mark.parametrize("rows", [(1, 1), (1, 3), (2, 1)])
+def test_project_accumulates_in_float32_for_every_row_count(rows):
+  """`project` (one decode row is padded to two for bfloat16 on CPU) equals a float64 product of
+  the same bfloat16 values rounded once to the output dtype, for one row and several."""
+  rng = np.random.default_rng(sum(rows))
+  b, t = rows
+  x = jnp.asarray(rng.normal(size=(b, t, 96)), jnp.bfloat16)
+  w = jnp.asarray(rng.normal(size=(200, 96)), jnp.bfloat16)
+  want = np.einsum("bte,oe->bto", np.asarray(x, np.float64), np.asarray(w, np.float64))
+  got32 = llama.project(x, w, jnp.float32)
+  assert got32.dtype == jnp.float32 and got32.shape == (b, t, 200)
+  np.testing.assert_allclose(np.asarray(got32), want, rtol=1e-5, atol=1e-5)
+  got = llama.project(x, w)
+  assert got.dtype == jnp.bfloat16
+  np.testing.assert_array_equal(np.asarray(got), np.asarray(jnp.asarray(got32).astype(
+      jnp.bfloat16)))
+  xf, wf = x.astype(jnp.float32), w.astype(jnp.float32)
+  np.testing.assert_allclose(np.asarray(llama.project(xf, wf)), want, rtol=1e-5, atol=1e-4)

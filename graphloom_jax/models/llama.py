@@ -123,6 +123,24 @@ class Step:
   slot_bias: jax.Array | None = None  # [B, T, M] float32: log-gates
 
 
+def project(x, w, out_dtype=None):
+  """x [B, T, E] times a weight w [O, E] kept (out, in): [B, T, O], accumulated in float32 and
+  returned in `out_dtype` (default x's dtype).
+
+  On XLA:CPU a bfloat16 product with a single row (one decode step of one question) takes a
+  slow loop (about 2 GB/s of weight on the development CPU) where two rows or more take the
+  fast matrix-matrix path (about 30 GB/s, `benchmarks/bench_decode.py`); there one row is
+  computed as two (the row twice) and the copy dropped. Other backends and dtypes compute it
+  as written."""
+  out_dtype = x.dtype if out_dtype is None else out_dtype
+  b, t = x.shape[:2]
+  pad = (b * t == 1 and w.dtype == jnp.bfloat16 and jax.default_backend() == "cpu")
+  if pad:
+    x = jnp.concatenate([x, x], axis=0)
+  y = jnp.einsum("BTE,OE->BTO", x, w, preferred_element_type=jnp.float32)
+  return (y[:b] if pad else y).astype(out_dtype)
+
+
 def qkv_projection(h, wqkv):
   """h [B, T, D], wqkv [K, G + 2, H, D] -> q [B, T, N, H] (head n = k G + g reads kv head k,
   as Llama's repeat_kv), k and v [B, T, K, H]."""
@@ -130,7 +148,7 @@ def qkv_projection(h, wqkv):
   b, t = h.shape[:2]
   # One 2-D [K (G + 2) H, D] matrix: given the 4-D form, XLA:CPU re-lays the weight out (a
   # full copy) at every decode step.
-  qkv = jnp.einsum("BTD,ED->BTE", h, wqkv.reshape(-1, d)).reshape(b, t, kv, g2, hd)
+  qkv = project(h, wqkv.reshape(-1, d)).reshape(b, t, kv, g2, hd)
   q = qkv[:, :, :, :g2 - 2].reshape(b, t, kv * (g2 - 2), hd)
   return q, qkv[:, :, :, g2 - 2], qkv[:, :, :, g2 - 1]
 
@@ -139,9 +157,9 @@ def mlp_block(p, x, eps: float):
   """SwiGLU MLP with its pre-norm: x [B, T, D] -> the residual update [B, T, D]."""
   h = norms.rms_norm(x, p["mlp_norm"], eps)
   f, _, d = p["w_gate_up"].shape
-  gate_up = jnp.einsum("BTD,ED->BTE", h, p["w_gate_up"].reshape(-1, d))
+  gate_up = project(h, p["w_gate_up"].reshape(-1, d))
   gate_up = gate_up.reshape(*x.shape[:2], f, 2)  # [B, T, F, (gate, up)]
-  return jnp.einsum("BTF,DF->BTD", jax.nn.silu(gate_up[..., 0]) * gate_up[..., 1], p["w_down"])
+  return project(jax.nn.silu(gate_up[..., 0]) * gate_up[..., 1], p["w_down"])
 
 
 def write_cache(caches, k, v, index, step: Step, block: int):
@@ -247,7 +265,7 @@ def attention_block(p, x, caches, index, mem, step: Step, *, eps: float,
   # (N, H) flattened on both sides: contracting the [D, N, H] weight against an attention
   # output whose layout XLA picked freely lets it transpose-copy the WEIGHT every step.
   wo = p["wo"].reshape(p["wo"].shape[0], -1)  # [D, N H]
-  return jnp.einsum("BTE,DE->BTD", attn.reshape(b, t, -1), wo), caches, slot_probs
+  return project(attn.reshape(b, t, -1), wo), caches, slot_probs
 
 
 def decoder_layer(carry, xs, *, step: Step, eps: float, sparse: "SparseSpec | None",
@@ -435,7 +453,7 @@ class Llama(nnx.Module):
     x = norms.rms_norm(x, self.final_norm.value, cfg.rms_norm_eps)
     # Both heads are [V, D] tables contracted on D directly: no transposed copy.
     head = self.embed.value if cfg.tie_word_embeddings else self.lm_head.value
-    logits = jnp.einsum("BTD,VD->BTV", x, head, preferred_element_type=jnp.float32)
+    logits = project(x, head, jnp.float32)
     new_cache = KVCache(k=cache_k, v=cache_v, valid=step.valid,
                         next_pos=cache.next_pos + jnp.sum(token_valid, axis=1, dtype=jnp.int32),
                         length=step.length + t, block_sums=sums, block_counts=counts)
