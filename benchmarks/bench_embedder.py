@@ -17,6 +17,11 @@ it includes compiling every shape, printed separately); then the timed passes al
 PyTorch, JAX, PyTorch, ... so that load from other processes falls on both; the load average
 is printed before and after the timed passes and next to every pass, with each pass's CPU
 seconds (this process, all threads). Target: JAX >= 1.5x PyTorch.
+
+`--dtypes=float32,bfloat16` times each JAX dtype against the same float32 PyTorch passes and
+checks the bfloat16 embeddings against float32's: the largest difference, and recall@10 of
+each of the first --queries texts' 10 nearest neighbours among the other texts (bfloat16's
+neighbours against float32's; target >= 0.99).
 """
 
 import gzip
@@ -32,6 +37,8 @@ flags.DEFINE_integer("num_texts", 2441, "number of questions to embed")
 flags.DEFINE_integer("batch_size", 64, "PyTorch: texts per batch; JAX: load_embedder(batch_size)")
 flags.DEFINE_integer("repeats", 3, "timed passes per side, alternating (median reported)")
 flags.DEFINE_integer("threads", 0, "CPUs for both sides; 0 = every CPU this process may use")
+flags.DEFINE_list("dtypes", ["float32", "bfloat16"], "JAX embedder dtypes to time")
+flags.DEFINE_integer("queries", 400, "texts used as queries for the neighbour recall")
 flags.DEFINE_string("questions", "", "JSON lines (optionally .gz) with a \"question\" field, e.g. "
                     "the official MMQA_dev.jsonl.gz; \"\" = SceneKB's questions (test, then "
                     "validation and train)")
@@ -87,6 +94,14 @@ def _timed(fn, texts):
   return time.perf_counter() - wall, time.process_time() - cpu, y
 
 
+def neighbour_recall(ref: np.ndarray, got: np.ndarray, queries: int, k: int = 10) -> float:
+  """Mean share of each query's k nearest rows (inner product) under `ref` that are among its k
+  nearest under `got`; queries are the first `queries` rows, the pool the rest."""
+  def top(x):
+    return np.argsort(-(x[:queries] @ x[queries:].T), axis=1)[:, :k]
+  return float(np.mean([len(set(a) & set(b)) / k for a, b in zip(top(ref), top(got))]))
+
+
 def main(argv):
   del argv
   f = flags.FLAGS
@@ -108,43 +123,53 @@ def main(argv):
     texts = [q.question for split in ("test", "validation", "train")
              for q in scenekb.load(split).questions][:f.num_texts]
     source = "SceneKB questions"
-  jax_emb = load_embedder(batch_size=f.batch_size)
-  torch_emb = torch_embedder(assets.minilm_dir(), jax_emb.max_length, f.batch_size, threads)
-  lengths = [len(x) for x in jax_emb.tokenize(texts)]
+  jax_embs = {dt: load_embedder(batch_size=f.batch_size, dtype=dt) for dt in f.dtypes}
+  first = jax_embs[f.dtypes[0]]
+  torch_emb = torch_embedder(assets.minilm_dir(), first.max_length, f.batch_size, threads)
+  lengths = [len(x) for x in first.tokenize(texts)]
   print(f"{len(texts)} {source}, {np.mean(lengths):.1f} tokens on average "
         f"(max {max(lengths)}), batch {f.batch_size}, {threads} threads on CPUs "
         f"{cpus[:threads]} for both (JAX backend {jax.default_backend()}, "
         f"{jax.local_device_count()} device)")
 
-  wall, cpu, _ = _timed(jax_emb.embed, texts)
-  print(f"JAX warm-up pass:     {wall:6.2f} s (of which compiling "
-        f"{len(jax_emb.compiled_shapes)} shapes {jax_emb.compile_seconds:.2f} s)")
+  for dt, emb in jax_embs.items():
+    wall, cpu, _ = _timed(emb.embed, texts)
+    print(f"JAX {dt} warm-up pass: {wall:6.2f} s (of which compiling "
+          f"{len(emb.compiled_shapes)} shapes {emb.compile_seconds:.2f} s)")
   wall, cpu, _ = _timed(torch_emb, texts)
-  print(f"PyTorch warm-up pass: {wall:6.2f} s")
-  compiled = len(jax_emb.compiled_shapes)
+  print(f"PyTorch float32 warm-up pass: {wall:6.2f} s")
+  compiled = {dt: len(e.compiled_shapes) for dt, e in jax_embs.items()}
   print(f"timed passes, alternating; {_load()}")
-  jax_s, torch_s = [], []
+  sides = [(f"JAX {dt}", e.embed) for dt, e in jax_embs.items()] + [("PyTorch", torch_emb)]
+  times = {name: [] for name, _ in sides}
+  outputs = {}
   for i in range(f.repeats):
-    for name, fn, record in (("JAX", jax_emb.embed, jax_s), ("PyTorch", torch_emb, torch_s)):
-      wall, cpu, y = _timed(fn, texts)
-      record.append(wall)
-      if name == "JAX":
-        y_jax = y
-      else:
-        y_torch = y
-      print(f"  pass {i + 1} {name:7s} {wall:6.2f} s wall, {cpu:6.2f} s CPU, "
+    for name, fn in sides:
+      wall, cpu, outputs[name] = _timed(fn, texts)
+      times[name].append(wall)
+      print(f"  pass {i + 1} {name:13s} {wall:6.2f} s wall, {cpu:6.2f} s CPU, "
             f"{len(texts) / wall:7.1f} texts/s; {_load()}")
-  if len(jax_emb.compiled_shapes) != compiled:
-    print(f"WARNING: JAX compiled {len(jax_emb.compiled_shapes) - compiled} new shapes while timed")
-  jax_rate = len(texts) / statistics.median(jax_s)
-  torch_rate = len(texts) / statistics.median(torch_s)
-  pairs = [t / j for j, t in zip(jax_s, torch_s)]
-  print(f"JAX:     {jax_rate:8.1f} texts/s (median of {f.repeats} passes)")
-  print(f"PyTorch: {torch_rate:8.1f} texts/s (median of {f.repeats} passes)")
-  print(f"ratio JAX / PyTorch: {jax_rate / torch_rate:.2f}x (target >= 1.5x); per pair "
-        f"{', '.join(f'{r:.2f}' for r in pairs)}; {_load()}")
-  print(f"max |JAX - PyTorch| over the normalised embeddings: "
-        f"{np.abs(y_jax - y_torch).max():.2e} (tolerance 1e-5)")
+  for dt, e in jax_embs.items():
+    if len(e.compiled_shapes) != compiled[dt]:
+      print(f"WARNING: JAX {dt} compiled {len(e.compiled_shapes) - compiled[dt]} new shapes "
+            "while timed")
+  torch_rate = len(texts) / statistics.median(times["PyTorch"])
+  print(f"PyTorch float32: {torch_rate:8.1f} texts/s (median of {f.repeats} passes)")
+  for dt in f.dtypes:
+    name = f"JAX {dt}"
+    rate = len(texts) / statistics.median(times[name])
+    pairs = [t / j for j, t in zip(times[name], times["PyTorch"])]
+    print(f"{name}: {rate:8.1f} texts/s, ratio to PyTorch float32 {rate / torch_rate:.2f}x; per "
+          f"pair {', '.join(f'{r:.2f}' for r in pairs)}")
+  print(_load())
+  if "JAX float32" in outputs:
+    print(f"max |JAX float32 - PyTorch| over the normalised embeddings: "
+          f"{np.abs(outputs['JAX float32'] - outputs['PyTorch']).max():.2e} (tolerance 1e-5)")
+  if "JAX float32" in outputs and "JAX bfloat16" in outputs:
+    ref, got = outputs["JAX float32"], outputs["JAX bfloat16"]
+    print(f"bfloat16 vs float32: max |difference| {np.abs(ref - got).max():.2e}, recall@10 of "
+          f"the neighbours of {f.queries} texts among {len(texts) - f.queries}: "
+          f"{neighbour_recall(ref, got, f.queries):.4f} (target >= 0.99)")
 
 
 if __name__ == "__main__":

@@ -43,6 +43,9 @@ def _embedder() -> ml_collections.ConfigDict:
   """The `embedder` section of `base_config`."""
   s = ml_collections.ConfigDict()
   s.path = ""  # "" = the embedded all-MiniLM-L6-v2
+  # "float32" (the parity default) or "bfloat16": 2.0x PyTorch float32 at one thread with
+  # recall@10 0.99 of float32's neighbours on MMQA questions (benchmarks/embedder.md).
+  s.dtype = "float32"
   return s
 
 

@@ -75,6 +75,29 @@ def test_minilm_parity_with_pytorch(minilm):
 
 
 @needs_minilm
+def test_minilm_bfloat16_stays_near_pytorch_float32(minilm):
+  """The bfloat16 path (products accumulated in float32) against the float32 PyTorch reference:
+  unit float32 rows, within bfloat16's rounding (max |difference| 5e-3, cosine >= 0.9999), and
+  cached under its own model id."""
+  folder = assets.minilm_dir()
+  seed = _seed()
+  texts = _random_sentences(np.random.default_rng(seed), 40, _vocab_words(folder), 40)
+  texts += ["", "cat"]
+  ref, _, _ = _torch_reference(folder, texts, max_length=256)
+  bf16 = load_embedder(batch_size=8, dtype="bfloat16")
+  got = bf16.embed(texts)
+  assert got.dtype == np.float32 and got.shape == ref.shape
+  np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+  err = np.abs(got - ref).max()
+  assert err < 5e-3, f"seed {seed}: max |bf16 - torch float32| = {err}"
+  assert np.sum(got * ref, axis=1).min() >= 0.9999, f"seed {seed}"
+  assert np.abs(minilm.embed(texts) - ref).max() < err  # float32 is the closer one
+  assert bf16.model_id == minilm.model_id + "-bfloat16"
+  with pytest.raises(ValueError, match="float16"):
+    load_embedder(dtype="float16")
+
+
+@needs_minilm
 def test_minilm_order_and_batching_independent(minilm):
   """More texts than one batch, mixed lengths: each row equals the text embedded alone."""
   rng = np.random.default_rng(_seed())

@@ -19,7 +19,7 @@ from absl import logging
 from graphloom_jax import atomic, provenance
 from graphloom_jax.data import grail_sets
 from graphloom_jax.evaluation import grail_tasks, written_queries
-from graphloom_jax.models import load_embedder
+from graphloom_jax.models import embedder_from_config
 from graphloom_jax.retrieval import grail, grail_data
 from graphloom_jax.training import grail_train
 
@@ -186,7 +186,7 @@ def run(config, task, data, output_dir, grail_dir="", split="test", max_question
   g = config.grail
   es = grail_sets.from_config(g)
   cache_dir = g.cache_dir or str(out / "embeddings")
-  embedder = load_embedder(config.embedder.path or None)
+  embedder = embedder_from_config(config.embedder)
   emb = es.embed(embedder, cache_dir)
   if grail_dir:
     params, cfg = grail.load(grail_dir)

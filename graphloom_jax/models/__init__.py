@@ -2,7 +2,8 @@
 trainable memory modules. Public entry points:
 
   load_decoder(path, dtype="float32") -> Decoder
-  load_embedder(path=None) -> Embedder
+  load_embedder(path=None, dtype="float32") -> Embedder
+  embedder_from_config(config.embedder) -> Embedder
 """
 
 
@@ -14,3 +15,8 @@ def load_decoder(path: str, dtype: str = "float32", **kwargs):
 def load_embedder(path: str | None = None, **kwargs):
   from graphloom_jax.models import embedder
   return embedder.load_embedder(path, **kwargs)
+
+
+def embedder_from_config(section):
+  """The embedder a config's `embedder` section names (path, "" = the embedded MiniLM; dtype)."""
+  return load_embedder(section.path or None, dtype=section.dtype)

@@ -39,6 +39,7 @@ from graphloom_jax.models import bert
 from graphloom_jax.ops import bert_ops
 
 REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+DTYPES = ("float32", "bfloat16")
 # Length buckets grow by about 1.5x: coarse enough to keep compilations few, fine enough that
 # short texts (most triples and questions are 8-40 tokens) waste little on padding.
 LENGTH_BUCKETS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
@@ -108,10 +109,15 @@ class BertSentenceEmbedder:
   """Mean-pooled, L2-normalised BERT sentence embeddings (implements `Embedder`)."""
 
   def __init__(self, encoder: bert.BertEncoder, tokenizer, *, max_length: int, model_id: str,
-               batch_size: int = 64, compiler_options: dict | None = None):
+               batch_size: int = 64, compiler_options: dict | None = None,
+               dtype: str = "float32"):
     """compiler_options: XLA options for the executables (default: CPU_COMPILER_OPTIONS on
     the CPU backend, none elsewhere); batch_size: texts per bucketed batch; a packed block
-    holds batch_size * PACK_TOKENS_PER_TEXT tokens."""
+    holds batch_size * PACK_TOKENS_PER_TEXT tokens; dtype: "float32" (the parity default) or
+    "bfloat16" (parameters and activations; products accumulate in float32, bert_ops), whose
+    embeddings get their own `model_id` so that caches never mix the two."""
+    if dtype not in DTYPES:
+      raise ValueError(f"embedder dtype {dtype!r}; expected one of {DTYPES}")
     if max_length > encoder.cfg.max_position:
       raise ValueError(f"max_length {max_length} exceeds the model's max_position "
                        f"{encoder.cfg.max_position}")
@@ -121,7 +127,8 @@ class BertSentenceEmbedder:
       raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     self.dim = encoder.cfg.hidden_size
     self.max_length = max_length
-    self.model_id = model_id
+    self.dtype = dtype
+    self.model_id = model_id if dtype == "float32" else f"{model_id}-{dtype}"
     self.batch_size = batch_size
     self.compile_seconds = 0.0
     self._tokenizer = tokenizer
@@ -137,6 +144,7 @@ class BertSentenceEmbedder:
     self._row_buckets = sorted({1 << i for i in range(rows.bit_length()) if 1 << i < rows}
                                | {rows})
     graphdef, self._state = nnx.split(encoder)
+    self._state = jax.tree.map(lambda a: a.astype(dtype), self._state)
     slots = self._pack_slots
 
     def embed_batch(state, ids, mask):
@@ -259,8 +267,9 @@ def _model_id(folder: pathlib.Path, max_length: int) -> str:
 
 
 def load_embedder(path: str | None = None, *, batch_size: int = 64,
-                  max_length: int | None = None) -> BertSentenceEmbedder:
-  """The BERT sentence embedder in `path` (None: the embedded all-MiniLM-L6-v2).
+                  max_length: int | None = None, dtype: str = "float32") -> BertSentenceEmbedder:
+  """The BERT sentence embedder in `path` (None: the embedded all-MiniLM-L6-v2), computing in
+  `dtype` ("float32", the default, or "bfloat16"; see `BertSentenceEmbedder`).
 
   max_length: token budget including [CLS]/[SEP]; longer texts are truncated. Default: the
   folder's sentence_bert_config.json `max_seq_length` (256 for MiniLM), else max_position.
@@ -297,5 +306,6 @@ def load_embedder(path: str | None = None, *, batch_size: int = 64,
   tokenizer.enable_truncation(max_length)
   encoder = bert.encoder_from_hf(cfg, bert.read_safetensors(folder / "model.safetensors", cfg))
   return BertSentenceEmbedder(encoder, tokenizer, max_length=max_length,
-                              model_id=_model_id(folder, max_length), batch_size=batch_size)
+                              model_id=_model_id(folder, max_length), batch_size=batch_size,
+                              dtype=dtype)
 

@@ -9,10 +9,21 @@ the key (same text, both real).
 These match Hugging Face's `BertModel` (eager or SDPA attention) in float32: padded keys get an
 additive `finfo.min` bias, so they receive exactly zero probability; rows of padded queries are
 computed but carry no meaning and must be masked out by the caller (mean_pool does).
+
+In bfloat16 (parameters and activations), every product accumulates in float32 (`dense`), the
+softmax, LayerNorm statistics and pooling run in float32, and activations are rounded back to
+bfloat16 between operations; in float32 each of these is the plain float32 computation.
 """
 
 import jax
 import jax.numpy as jnp
+
+
+def dense(x, w, b=None, out_dtype=None):
+  """x [..., I] @ w [I, O] (+ b [O]) accumulated in float32, returned in `out_dtype` (default
+  x's dtype)."""
+  y = jnp.matmul(x, w, preferred_element_type=jnp.float32)
+  return (y if b is None else y + b).astype(x.dtype if out_dtype is None else out_dtype)
 
 
 def layer_norm(x, scale, bias, eps: float):
@@ -53,15 +64,17 @@ def self_attention(x, mask, wqkv, bqkv, wo, bo, num_heads: int):
   """
   b, t, d = x.shape
   h = d // num_heads
-  qkv = x @ wqkv + bqkv  # [B, T, 3D]
+  qkv = dense(x, wqkv, bqkv)  # [B, T, 3D]
   qkv = qkv.reshape(b, t, 3, num_heads, h)  # [B, T, 3, N, H]
   q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]  # each [B, T, N, H]
-  scores = jnp.einsum("BTNH,BSNH->BNTS", q, k) / jnp.sqrt(jnp.float32(h))
+  scores = jnp.einsum("BTNH,BSNH->BNTS", q, k,
+                      preferred_element_type=jnp.float32) / jnp.sqrt(jnp.float32(h))
   keys = mask[:, None, None, :] if mask.ndim == 2 else mask[:, None]  # [B, 1, 1|T, S]
   bias = jnp.where(keys, 0.0, jnp.finfo(scores.dtype).min)
   probs = jax.nn.softmax(scores + bias, axis=-1)
-  ctx = jnp.einsum("BNTS,BSNH->BTNH", probs, v).reshape(b, t, d)  # [B, T, D]
-  return ctx @ wo + bo
+  ctx = jnp.einsum("BNTS,BSNH->BTNH", probs.astype(v.dtype), v,
+                   preferred_element_type=jnp.float32).astype(x.dtype).reshape(b, t, d)
+  return dense(ctx, wo, bo)
 
 
 def encoder_layer(x, mask, p: dict, num_heads: int, eps: float):
@@ -69,7 +82,8 @@ def encoder_layer(x, mask, p: dict, num_heads: int, eps: float):
   b_in [F], w_out [F, D], b_out [D], ln2_scale, ln2_bias. x [B, T, D] -> [B, T, D]."""
   a = self_attention(x, mask, p["wqkv"], p["bqkv"], p["wo"], p["bo"], num_heads)
   x = layer_norm(x + a, p["ln1_scale"], p["ln1_bias"], eps)
-  m = jax.nn.gelu(x @ p["w_in"] + p["b_in"], approximate=False) @ p["w_out"] + p["b_out"]
+  inner = jax.nn.gelu(dense(x, p["w_in"], p["b_in"], jnp.float32), approximate=False)
+  m = dense(inner.astype(x.dtype), p["w_out"], p["b_out"])
   return layer_norm(x + m, p["ln2_scale"], p["ln2_bias"], eps)
 
 
@@ -78,8 +92,8 @@ def segment_mean_pool(hidden, segments, num_segments: int):
   num_segments - 1) of the text a token belongs to, -1 on padding -> [B, num_segments, D]
   (zeros for empty slots, like mean_pool's all-padding rows)."""
   onehot = (segments[:, None, :] == jnp.arange(num_segments)[None, :, None])  # [B, S, T]
-  onehot = onehot.astype(hidden.dtype)
-  total = jnp.einsum("BST,BTD->BSD", onehot, hidden)
+  onehot = onehot.astype(jnp.float32)
+  total = jnp.einsum("BST,BTD->BSD", onehot, hidden.astype(jnp.float32))
   return total / jnp.maximum(jnp.sum(onehot, axis=-1, keepdims=True), 1e-9)
 
 
@@ -88,8 +102,9 @@ def mean_pool(hidden, mask):
 
   The count is clamped at 1e-9 like sentence-transformers, so an all-padding row gives zeros.
   """
-  m = mask.astype(hidden.dtype)[..., None]  # [B, T, 1]
-  return jnp.sum(hidden * m, axis=1) / jnp.maximum(jnp.sum(m, axis=1), 1e-9)
+  m = mask.astype(jnp.float32)[..., None]  # [B, T, 1]
+  return (jnp.sum(hidden.astype(jnp.float32) * m, axis=1)
+          / jnp.maximum(jnp.sum(m, axis=1), 1e-9))
 
 
 def l2_normalize(x, eps: float = 1e-12):

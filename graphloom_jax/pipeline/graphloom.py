@@ -50,7 +50,7 @@ from graphloom_jax.models import heads as heads_lib
 from graphloom_jax.models.heads import (ADAPTER_SHAPE_KEYS, HEAD_SHAPE_KEYS, HEADS_DIR,  # noqa: F401
                                         HEADS_FILE, HEADS_META, SHAPE_KEYS, load_heads,
                                         new_heads, save_heads)
-from graphloom_jax.models import llama, load_embedder
+from graphloom_jax.models import embedder_from_config, llama
 from graphloom_jax.models import router as router_lib
 from graphloom_jax.graph.triples import Triple
 from graphloom_jax.pipeline import ablation as ablation_lib
@@ -165,7 +165,7 @@ class GraphLoom:
     decoder's parameters are loaded onto it (split over "model" by llama.PARTITIONS)."""
     mesh = sharding_lib.mesh_from_config(config) if mesh is None else mesh
     dec = decoder_lib.from_config(config.model, mesh)
-    emb = embedding_cache.MemoEmbedder(load_embedder(config.embedder.path or None))
+    emb = embedding_cache.MemoEmbedder(embedder_from_config(config.embedder))
     width = int(emb.embed(["."]).shape[1])
     loaded = None
     if heads is not None:

@@ -201,7 +201,7 @@ def load_training_data(config, decoder, cache_dir=None, embedder=None, log=loggi
   eval_examples, seq_len) through GraphLoom's pipeline, cached in `cache_dir`. The knowledge
   sources are the training split's (SceneKB's WordNet facts; none for the path datasets,
   whose instance graph is already the KB neighbourhood)."""
-  from graphloom_jax.models import load_embedder
+  from graphloom_jax.models import embedder_from_config
   from graphloom_jax.pipeline import GraphLoom
   from graphloom_jax.pipeline import ablation
   if not ablation.Ablation.from_config(config).is_default:
@@ -210,7 +210,7 @@ def load_training_data(config, decoder, cache_dir=None, embedder=None, log=loggi
                      "defaults")
   t = config.train
   splits = {s: open_training_split(config, s) for s in ("train", "validation")}
-  embedder = embedder if embedder is not None else load_embedder(config.embedder.path or None)
+  embedder = embedder if embedder is not None else embedder_from_config(config.embedder)
   system = GraphLoom(config, decoder, embedder, kb_sources=list(splits["train"].kb_sources))
   out = {}
   for split, limit in (("train", t.max_train_examples), ("validation", t.eval_examples)):

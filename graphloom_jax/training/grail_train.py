@@ -400,13 +400,13 @@ def fit_hybrid_selector(params: dict, cfg: grail.GrailConfig, es: grail_data.Evi
 def train_from_config(config, output_dir, log=logging.info):
   """Loads the configured data, trains, fits the selector, saves; returns (params, cfg,
   history)."""
-  from graphloom_jax.models import load_embedder
+  from graphloom_jax.models import embedder_from_config
 
   g = config.grail
   out = pathlib.Path(output_dir)
   out.mkdir(parents=True, exist_ok=True)
   es = grail_sets.from_config(g)
-  emb = es.embed(load_embedder(config.embedder.path or None),
+  emb = es.embed(embedder_from_config(config.embedder),
                  g.cache_dir or str(out / "embeddings"))
   settings = TrainSettings.from_config(g.train)
   cfg = grail.GrailConfig(dim=emb.pool.shape[1], tau=g.tau, gate=g.gate)
