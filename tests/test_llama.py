@@ -189,6 +189,28 @@ def test_sampling_is_seeded_and_greedy_is_argmax(torch_model):
   assert a != c
 
 
+def test_generation_layer_weights_are_sliced_once(torch_model):
+  """The unstacked generation loop reads per-layer copies made on first use and kept: equal to
+  the stack's slices, the same arrays on the next call, remade when the state is replaced; the
+  greedy tokens equal the scanned loop's."""
+  _, folder = torch_model
+  dec = load_decoder(str(folder))
+  dec.unstack_layers = True
+  prompt = [list(random_ids(np.random.default_rng(7), 1, 40)[0])]
+  unstacked = dec.generate_ids(prompt, 6, eos_ids=[-1])
+  first = dec.layer_weights()
+  stack = dec.model.layer_params()
+  for i, layer in enumerate(first):
+    for name, w in layer.items():
+      np.testing.assert_array_equal(np.asarray(w), np.asarray(stack[name][i]), err_msg=name)
+  dec.generate_ids(prompt, 3, eos_ids=[-1])
+  assert dec.layer_weights() is first
+  dec._state = jax.tree.map(lambda a: a, dec._state)  # a replaced state
+  assert dec.layer_weights() is not first
+  dec.unstack_layers = False
+  assert dec.generate_ids(prompt, 6, eos_ids=[-1]) == unstacked
+
+
 def test_top_p_keeps_smallest_nucleus():
   logits = jnp.log(jnp.asarray([[0.5, 0.3, 0.15, 0.05]]))
   seen = set()

@@ -157,10 +157,11 @@ class _Sampling(NamedTuple):
 class _Loop(NamedTuple):
   """The generation loop's static settings (one compiled loop per distinct value).
 
-  unstack_layers: take each layer's slice of the stacked weights once, before the loop, and run
-  the layers as an unrolled loop over them; XLA materialises the slices, a transient copy of
-  the layer weights for the call, where slicing inside the loop would copy them at every step
-  (see Llama).
+  unstack_layers: run the layers as an unrolled loop over per-layer weights (`layer_weights`,
+  which the Decoder slices from the stack once and keeps): slicing the stack inside the loop
+  would copy the weights at every step, and slicing it inside the call once per call (about
+  0.3 s for SmolLM2 float32 on the development CPU, mostly first-touch page faults of the
+  copy, against 0.36 s for a whole 16-token answer).
   routing: record the active slots and log-gates [B, max_new + 1, M] that predicted each new
   token (row j predicts token j; the last predicts the token after max_new)."""
   max_new: int
@@ -173,7 +174,7 @@ class _Loop(NamedTuple):
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "router_def", "loop"))
 def _generate(graphdef, state, tokens, valid, sampling: _Sampling, memory=None, router_def=None,
-              router_state=None, *, loop: _Loop):
+              router_state=None, layer_weights=None, *, loop: _Loop):
   """tokens/valid [B, Tp] left-padded prompts -> new tokens [B, loop.max_new] (pad after EOS),
   and with loop.routing the routing (active [B, max_new + 1, M] bool, log-gates float32) that
   predicted each of them."""
@@ -188,8 +189,7 @@ def _generate(graphdef, state, tokens, valid, sampling: _Sampling, memory=None, 
   memory_kv = model.project_memory(memory, first_layer) if memory is not None else None
   step = functools.partial(model, route=route, memory_kv=memory_kv, first_layer=first_layer,
                            sparse=sparse,
-                           layer_weights=model.unstacked_layer_params() if unstack_layers
-                           else None)
+                           layer_weights=layer_weights if unstack_layers else None)
   # Mention tracking (a router context feature): nothing is generated during the prompt; each
   # step first adds the token it is fed (the last one generated) to the output window.
   track = memory is not None and memory.slot_key_tokens is not None
@@ -236,6 +236,11 @@ def _generate(graphdef, state, tokens, valid, sampling: _Sampling, memory=None, 
   return (final[3], final[7]) if keep_routing else final[3]
 
 
+@functools.partial(jax.jit, static_argnames=("graphdef",))
+def _unstack(graphdef, state):
+  return nnx.merge(graphdef, state).unstacked_layer_params()
+
+
 def _split_router(router):
   if router is None:
     return None, None
@@ -269,10 +274,10 @@ class Decoder:
   Attributes: `model` (the `llama.Llama` NNX module), `config` (`llama.LlamaConfig`),
   `tokenizer` (`Tokenizer` or None when the checkpoint carries none), `source` (where it came
   from), `max_seq_len` (prompt + new tokens limit), `unstack_layers` (generation runs the
-  layers over per-layer slices of the stacked weights, taken once per call; default on CPU,
-  where it is ~1.5x faster per token than scanning the stack, and off on accelerators, where
-  the slices would be a transient copy of the layer weights; benchmarks/device_check.sh
-  measures both forms there).
+  layers over per-layer copies of the stacked weights, sliced once on first use and kept:
+  default on CPU, where it is ~1.5x faster per token than scanning the stack, at the cost of a
+  second copy of the layer weights in memory; off on accelerators, where HBM is scarcer;
+  benchmarks/device_check.sh measures both forms there).
   """
 
   def __init__(self, model: llama.Llama, tokenizer: Tokenizer | None = None, source: str = "",
@@ -286,6 +291,14 @@ class Decoder:
     self.max_seq_len = (int(model.config.max_position_embeddings) if max_seq_len is None
                         else check_positive_int(max_seq_len, "max_seq_len"))
     self._graphdef, self._state = nnx.split(model)
+    self._layers = None  # (the state they were sliced from, per-layer weights)
+
+  def layer_weights(self) -> list[dict[str, jax.Array]]:
+    """The per-layer weights the unstacked generation loop reads, sliced from the stack once
+    (again only if the decoder's state is replaced)."""
+    if self._layers is None or self._layers[0] is not self._state:
+      self._layers = (self._state, _unstack(self._graphdef, self._state))
+    return self._layers[1]
 
   @property
   def dtype(self):
@@ -392,7 +405,8 @@ class Decoder:
       raise ValueError("return_routing needs memory: only memory generation routes slots")
     loop = _Loop(max_new, temperature > 0, first_layer, sparse, self.unstack_layers, keep)
     out = _generate(self._graphdef, self._state, tokens, valid, sampling, memory, router_def,
-                    router_state, loop=loop)
+                    router_state, self.layer_weights() if self.unstack_layers else None,
+                    loop=loop)
     if not keep:
       return cut_at_eos(np.asarray(out)[:n, :max_new_tokens], eos_ids)
     out, (active, bias) = out
