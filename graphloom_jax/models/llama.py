@@ -129,7 +129,7 @@ def project(x, w, out_dtype=None):
 
   On XLA:CPU a bfloat16 product with a single row (one decode step of one question) takes a
   slow loop (about 2 GB/s of weight on the development CPU) where two rows or more take the
-  fast matrix-matrix path (about 30 GB/s, `benchmarks/bench_decode.py`); there one row is
+  fast matrix-matrix path (about 30 GB/s, `benchmarks/decode.md`); there one row is
   computed as two (the row twice) and the copy dropped. Other backends and dtypes compute it
   as written."""
   out_dtype = x.dtype if out_dtype is None else out_dtype
