@@ -109,7 +109,8 @@ def test_report_pairs_rows(tmp_path):
   text = pathqa_rows.write_report(folder)
   assert "| graphloom | 1 | 75.0 | 75.0 | 75.0 | 50.0 |" in text
   assert "| lexicon | 1 | 100.0 | 100.0 | 100.0 | - |" in text  # a reader reads no retrieval
-  d = pathqa_rows.paired(recs([100.0, 0.0, 100.0, 100.0]), recs([100.0] * 4), resamples=500)
+  d = pathqa_rows.seed_paired([dict(seed=0, records=recs([100.0, 0.0, 100.0, 100.0]))],
+                              [dict(seed=0, records=recs([100.0] * 4))], resamples=500)
   assert d["delta"] == -25.0 and d["lo"] <= -25.0 <= d["hi"]
   assert np.isclose(pathqa_rows.metrics(recs([100.0, 0.0]))["hits"], 50.0)
 

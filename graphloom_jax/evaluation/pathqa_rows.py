@@ -129,12 +129,6 @@ def metrics(records: list[dict]) -> dict:
               seconds_per_question=statistics.median(r["seconds"] for r in records))
 
 
-def paired(a: list[dict], b: list[dict], resamples: int = 10_000, seed: int = 0) -> dict | None:
-  """a - b Hits@1 on the questions both answered, with a 95% percentile bootstrap interval."""
-  return intervals.paired_difference({r["qid"]: r["hits"] for r in a},
-                                     {r["qid"]: r["hits"] for r in b}, resamples, seed)
-
-
 def seed_paired(a_runs: list[dict], b_runs: list[dict], resamples: int = 10_000, seed: int = 0,
                 seedless: tuple[bool, bool] = (False, False)) -> dict | None:
   """Row a minus row b in Hits@1 over their runs (one per seed), with a 95% bootstrap interval
