@@ -15,7 +15,7 @@ from graphloom_jax.data import pathquestion, wc2014
 from graphloom_jax.evaluation import answers
 from graphloom_jax.graph import canonical
 from graphloom_jax.models import decoder as decoder_lib
-from graphloom_jax.pipeline import GraphLoom, graphloom
+from graphloom_jax.pipeline import GraphLoom, graphloom, prompts
 
 from fakes import HashEmbed
 
@@ -64,6 +64,12 @@ def test_system_rows(system, row, monkeypatch):
     assert (r["recall5"] is None) == (row == "no_retrieval")
     if row in ("none", "blind"):
       assert r["recall5"] == 0.0
+    assert r["decoding_seconds"] > 0
+    if row == "no_retrieval":  # the prompt the mode decodes from, as prompts writes it
+      assert r["prompt_tokens"] == len(prompts.mode_prompt_ids(
+          system.fmt, row, q.question, [], system.prompt_style))
+    else:
+      assert r["prompt_tokens"] > 0
   evidence = [e for _, ev, _ in seen for e in (ev or [None] * len(_))]
   modes = {m for _, _, m in seen}
   assert modes == {"graphloom" if row in ("shuffled", "none", "blind", "oracle") else row}

@@ -44,12 +44,15 @@ def readers():
   return {"pathquestion": pathquestion, "wc2014": wc2014}
 
 
-def _record(q, text: str, seconds: float, retrieved=None, gold_keys=frozenset()) -> dict:
+def _record(q, text: str, seconds: float, retrieved=None, gold_keys=frozenset(),
+            **extra) -> dict:
   """One question's scores; R@5 (`recall5`) only for rows whose answer reads the retrieved
-  subgraph (`retrieved` not None), else None: a reader or a no-retrieval mode has no R@5."""
+  subgraph (`retrieved` not None), else None: a reader or a no-retrieval mode has no R@5.
+  extra: more fields (a system row's prompt length and decoding seconds)."""
   recall5 = None if retrieved is None else 100.0 * recall_at(retrieved, gold_keys)
   return dict(qid=q.qid, answer=text, gold=list(q.answers),
-              **answers.open_answer_scores(text, q.answers), recall5=recall5, seconds=seconds)
+              **answers.open_answer_scores(text, q.answers), recall5=recall5, seconds=seconds,
+              **extra)
 
 
 def reader_row(ds, questions, reader: str, protocol: str) -> list[dict]:
@@ -115,7 +118,9 @@ def system_row(system: GraphLoom, ds, questions, row: str, batch: int, log=loggi
       gold = {canon.triple(t).key() for t in ds.gold_triples(q)}
       online = sum(v for k, v in a.timings.items() if k != "instance_graph")
       reads = mode not in ("no_retrieval", "no_retrieval_tuned")
-      records.append(_record(q, a.text, online, a.retrieved if reads else None, gold))
+      records.append(_record(q, a.text, online, a.retrieved if reads else None, gold,
+                             prompt_tokens=a.prompt_tokens,
+                             decoding_seconds=a.timings.get("decoding")))
     log(f"  {row}: {len(records)}/{len(questions)} questions, {time.time() - start:.0f}s")
   return records
 

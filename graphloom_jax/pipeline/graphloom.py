@@ -523,7 +523,8 @@ class GraphLoom:
                       choice=int(np.argmax(it.option_scores)) if it.option_scores else None,
                       evidence=it.cited, claims=claims, correction=it.correction,
                       retrieved=list(it.subgraph.edges) if it.subgraph else [],
-                      timings=it.timings)
+                      timings=it.timings,
+                      prompt_tokens=len(it.prompt) if it.prompt is not None else None)
       if (self.config.verify.revise and mode not in NO_EVIDENCE_MODES and lines
           and not answer.supported):
         revise.append((it, answer, rows, lines))

@@ -101,6 +101,7 @@ class Answer:
   correction: Correction | None = None
   retrieved: list[Triple] = dataclasses.field(default_factory=list)  # the final subgraph's edges
   timings: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds per stage
+  prompt_tokens: int | None = None  # the answer prompt's length in tokens (before the answer)
 
   @property
   def supported(self) -> bool:
@@ -115,4 +116,5 @@ class Answer:
             "revised": self.revised, "first_text": self.first_text,
             "revision_text": self.revision_text,
             "correction": self.correction.to_json() if self.correction else None,
-            "retrieved": [t.to_json() for t in self.retrieved], "timings": self.timings}
+            "retrieved": [t.to_json() for t in self.retrieved], "timings": self.timings,
+            "prompt_tokens": self.prompt_tokens}
