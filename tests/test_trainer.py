@@ -10,7 +10,7 @@ import pytest
 from flax import nnx
 
 from graphloom_jax.configs import tiny
-from graphloom_jax.data import scenekb
+from graphloom_jax.data import registry, scenekb
 from graphloom_jax.models import decoder as decoder_lib
 from graphloom_jax.models import heads as heads_lib
 from graphloom_jax.pipeline import GraphLoom, prompts
@@ -214,3 +214,31 @@ def test_early_stopping_and_best_checkpoint(setup, tmp_path, monkeypatch):
     assert t.best_ckpt.latest_step() == 2 and t.latest.latest_step() == 4
   finally:
     t.close()
+
+
+def test_lazy_graphs_build_each_instance_once_and_forget_it_after_last_use(setup):
+  """Featurising holds one chunk's instance graphs: each instance_id is built once, kept while
+  a later example still needs it, dropped after its last; the features equal those of graphs
+  built all at once beforehand."""
+  cfg, _, tr, _, system = setup
+  kb = scenekb.load("train")
+  examples = [registry.scenekb_example(q) for q in kb.questions[:40]]
+  built = []
+
+  def triples(ex):
+    built.append(ex.instance_id)
+    return kb.scene_graph(ex.instance_id)
+
+  graphs = data.LazyGraphs(system, examples, triples)
+  last = {ex.instance_id: j for j, ex in enumerate(examples)}
+  for j in range(len(examples)):
+    graphs[j]
+    alive = set(graphs._built)
+    assert alive == {i for i, k in last.items() if k > j and i in built}
+  assert sorted(built) == sorted(set(ex.instance_id for ex in examples))
+  assert len(built) < len(examples)  # some scenes have several questions
+  assert graphs.builds == len(built)
+  lazy = data.featurize_examples(system, examples, lambda ex: kb.scene_graph(ex.instance_id),
+                                 cfg.train.seq_len)
+  for k in tr:
+    np.testing.assert_array_equal(lazy[k], tr[k], err_msg=k)

@@ -23,6 +23,7 @@ forever, batch), indexed by the micro-step number, so the data position of a run
 that the checkpoint stores.
 """
 
+import collections.abc
 import hashlib
 import json
 import os
@@ -82,18 +83,42 @@ def featurize_examples(system, examples: Sequence[registry.Example],
     if ex.target is None or ex.instance_id is None:
       raise ValueError(f"question {ex.qid!r}: no training target or instance graph (a "
                        f"dataset whose registry entry is trainable expected)")
-  graphs = {}
-  for ex in examples:
-    if ex.instance_id not in graphs:
-      graphs[ex.instance_id] = system.instance_graph(instance_triples(ex),
-                                                     instance_id=ex.instance_id)
   with_options = all(ex.options is not None for ex in examples)
   return featurize_rows(
-      system, examples, [graphs[ex.instance_id] for ex in examples],
+      system, examples, LazyGraphs(system, examples, instance_triples),
       [[dict(subject=s, relation=r, object=o) for s, r, o in ex.gold_triples]
        for ex in examples], [ex.target for ex in examples],
       [(ex.options, ex.answer_index) for ex in examples] if with_options else None, seq_len,
       progress)
+
+
+class LazyGraphs(collections.abc.Sequence):
+  """The instance graph of each example, built when first asked for and forgotten after the
+  example that uses it last, so that featurising holds the graphs of one chunk of questions,
+  not of the whole split (WorldCup2014's 2,600-fact graphs take ~18 MB each with their
+  embeddings and index)."""
+
+  def __init__(self, system, examples: Sequence[registry.Example], instance_triples: Callable):
+    self._system, self._examples, self._triples = system, examples, instance_triples
+    self._last = {ex.instance_id: j for j, ex in enumerate(examples)}
+    self._built = {}
+    self.builds = 0  # graphs built so far (each instance_id once)
+
+  def __len__(self):
+    return len(self._examples)
+
+  def __getitem__(self, j):
+    if isinstance(j, slice):
+      return [self[i] for i in range(*j.indices(len(self)))]
+    ex = self._examples[j]
+    graph = self._built.get(ex.instance_id)
+    if graph is None:
+      graph = self._system.instance_graph(self._triples(ex), instance_id=ex.instance_id)
+      self.builds += 1
+      self._built[ex.instance_id] = graph
+    if self._last[ex.instance_id] <= j:
+      del self._built[ex.instance_id]
+    return graph
 
 
 def featurize_rows(system, questions: Sequence, graphs: Sequence, gold: Sequence,
@@ -103,28 +128,29 @@ def featurize_rows(system, questions: Sequence, graphs: Sequence, gold: Sequence
   triples and target answers; `options`, per question (option texts, gold index), adds the
   multiple-choice rows (all questions the same number of options), None leaves them out.
   progress: a progress bar over the questions (stderr)."""
-  items = []
+  evidence = []
   with tqdm.tqdm(total=len(questions), desc="featurising", unit="question",
                  disable=not progress) as bar:
     for s in range(0, len(questions), PREPARE_CHUNK):
       chunk = questions[s:s + PREPARE_CHUNK]
-      items += system.prepare([q.question for q in chunk], graphs[s:s + PREPARE_CHUNK],
-                              gold=gold[s:s + PREPARE_CHUNK])
+      # Only the evidence is kept: a prepared item also holds its instance graph and index.
+      evidence += [it.evidence for it in system.prepare(
+          [q.question for q in chunk], graphs[s:s + PREPARE_CHUNK],
+          gold=gold[s:s + PREPARE_CHUNK])]
       bar.update(len(chunk))
   fmt = system.fmt
   target = system.config.train.target
   num_options = len(options[0][0]) if options is not None else 0
   rows = []
-  for j, (q, it) in enumerate(zip(questions, items)):
+  for j, (q, ev) in enumerate(zip(questions, evidence)):
     where = f"question {q.qid!r}"
     # The prompt of the mode being trained (GraphLoom's, or a text baseline's with the same
     # retrieved subgraph as evidence lines).
-    lines = [f"{t.verbalize()}." for t in it.evidence.triples] if target == "flat_rag_tuned" \
-        else []
+    lines = [f"{t.verbalize()}." for t in ev.triples] if target == "flat_rag_tuned" else []
     prompt = prompts.mode_prompt_ids(fmt, target, q.question, lines)
     row = prompts.token_row(prompt + fmt.answer_ids(answers[j]), len(prompt), seq_len, fmt.pad,
                             where)
-    rows.append(dict(**row, **it.evidence.arrays))
+    rows.append(dict(**row, **ev.arrays))
     if options is None:
       continue
     texts, gold_index = options[j]
