@@ -9,9 +9,9 @@ import pytest
 
 from graphloom_jax import defaults
 from graphloom_jax.data import pathquestion
-from graphloom_jax.models.heads import HEADS_DIR, HEAD_SHAPE_KEYS
+from graphloom_jax.models.heads import ADAPTER_SHAPE_KEYS, HEADS_DIR, HEAD_SHAPE_KEYS
 from graphloom_jax.pipeline import GraphLoom
-from graphloom_jax.pipeline.graphloom import PRETRAINED
+from graphloom_jax.pipeline.graphloom import PRETRAINED, shipped_adapters
 
 DATA = pathlib.Path(__file__).parent / "data" / "pathquestion"
 
@@ -26,6 +26,12 @@ def test_shipped_heads_match_their_config(name):
     assert defaults.lookup(config, key) == meta["config"][key], (name, key)
   assert (HEADS_DIR / folder / "README.md").is_file()
   assert (HEADS_DIR / folder / "metrics.jsonl").is_file()
+  for mode, sub in shipped_adapters(HEADS_DIR / folder).items():  # trained text baselines
+    meta = json.loads((pathlib.Path(sub) / "heads.json").read_text())
+    assert meta["kind"] == "tuned_prefix" and meta["target"] == mode, (name, mode)
+    for key in ADAPTER_SHAPE_KEYS:
+      assert defaults.lookup(config, key) == meta["config"][key], (name, mode, key)
+    assert (pathlib.Path(sub) / "metrics.jsonl").is_file()
 
 
 def test_pathquestion_model_answers_with_citations():
@@ -41,6 +47,21 @@ def test_pathquestion_model_answers_with_citations():
   keys = {t.key() for t in graph.triples}
   assert a.evidence and all(c.triple.key() in keys for c in a.evidence)
   assert all(0.0 <= c.gate <= 1.0 for c in a.evidence)
+  # The equally trained text baselines ship beside the heads and answer in their modes.
+  assert sorted(model.adapters) == ["flat_rag_tuned", "no_retrieval_tuned"]
+  for mode in model.adapters:
+    b = model.answer(q.question, triples, mode=mode)
+    assert b.mode == mode and b.text.strip() and b.evidence == []
+
+
+def test_shipped_adapters_folder(tmp_path):
+  assert shipped_adapters(tmp_path) == {}
+  (tmp_path / "adapters" / "flat_rag_tuned").mkdir(parents=True)
+  assert shipped_adapters(tmp_path) == {"flat_rag_tuned": str(tmp_path / "adapters" /
+                                                              "flat_rag_tuned")}
+  (tmp_path / "adapters" / "lora").mkdir()
+  with pytest.raises(ValueError, match="lora: not a trained text baseline's mode"):
+    shipped_adapters(tmp_path)
 
 
 def test_unknown_pretrained_name_lists_the_shipped_ones():

@@ -33,6 +33,7 @@ triples (`verify.revision_prompt`) and, in GraphLoom mode, its memory holds only
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 import time
 from typing import Any, Sequence
 
@@ -180,12 +181,15 @@ class GraphLoom:
     all-MiniLM-L6-v2 with heads trained on
       "embedded": SceneKB (graphloom_jax/resources/heads/smollm2/README.md);
       "pathquestion": PathQuestion PQL-3H, open answers
-        (graphloom_jax/resources/heads/pathquestion/README.md)."""
+        (graphloom_jax/resources/heads/pathquestion/README.md).
+    The trained text baselines shipped beside the heads (`adapters/<mode>/`, e.g. mode
+    "flat_rag_tuned") are loaded too; `adapters=` adds to or replaces them."""
     if name not in PRETRAINED:
       raise ValueError(f"GraphLoom.from_pretrained: unknown name {name!r}; shipped: "
                        f"{', '.join(PRETRAINED)} (use from_config for others)")
     config, folder = PRETRAINED[name]
-    return cls.from_config(config(), heads=str(HEADS_DIR / folder), **kwargs)
+    adapters = {**shipped_adapters(HEADS_DIR / folder), **(kwargs.pop("adapters", None) or {})}
+    return cls.from_config(config(), heads=str(HEADS_DIR / folder), adapters=adapters, **kwargs)
 
   # ---------------------------------------------------------------- stage 1
 
@@ -570,6 +574,21 @@ class GraphLoom:
         it.text = first_text
         answer.revision_text, answer.revised = self.fmt.decode(ids), False
       it.timings["revision"] = seconds + time.perf_counter() - t1
+
+
+def shipped_adapters(folder: pathlib.Path) -> dict[str, str]:
+  """mode -> folder of each trained text baseline under `folder/adapters/` (TUNED_MODES
+  only; another name there is an error, not a silent skip)."""
+  root = folder / "adapters"
+  if not root.is_dir():
+    return {}
+  out = {}
+  for sub in sorted(p for p in root.iterdir() if p.is_dir()):
+    if sub.name not in TUNED_MODES:
+      raise ValueError(f"{sub}: not a trained text baseline's mode (expected one of "
+                       f"{TUNED_MODES})")
+    out[sub.name] = str(sub)
+  return out
 
 
 # from_pretrained's names: (config, heads folder under resources/heads).
