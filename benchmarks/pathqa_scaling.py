@@ -10,6 +10,17 @@ and skipped on a rerun), results.json and report.md to --workdir.
 
 Embeddings are cached under --cache_dir (keyed by text and model, filled shard by shard, so an
 interrupted run resumes where it stopped).
+
+Answers from the pool (--answer_rows, e.g. graphloom or flat_rag_tuned, with --heads / --adapters
+as in benchmarks/pathqa_rows.py): each row answers every scored question once from its own
+instance graph and once per tier from the tier's pool (`pipeline.instance.pool_rows`: the rows
+named as an instance graph's, embedded, indexed with --answer_index), the question keeping its
+own graph's prefix objects; Hits@1 / EM / F1, R@5 of the retrieved subgraph and the online
+seconds per question (every stage after the instance graph), paired against the own-graph run.
+Records under --workdir/answers/<pool>/seed<seed>/<row>.json (a finished one is kept).
+
+  python -m benchmarks.pathqa_scaling ... --answer_rows=graphloom \
+      --heads=benchmarks/results/pathqa/heads_pql3_s0 --seed=0
 """
 
 from __future__ import annotations
@@ -21,8 +32,10 @@ import time
 
 import numpy as np
 from absl import app, flags
+from ml_collections import config_flags
 
-from graphloom_jax.evaluation import pathqa_rows, pathqa_scaling
+from graphloom_jax import atomic
+from graphloom_jax.evaluation import intervals, pathqa_rows, pathqa_scaling
 
 
 def _define_flags():
@@ -37,6 +50,17 @@ def _define_flags():
   flags.DEFINE_string("tiers", "10000,100000,1000000", "pool sizes, comma-separated")
   flags.DEFINE_string("cache_dir", "./.cache", "embedding cache folder")
   flags.DEFINE_string("workdir", "runs/pq/scaling", "output folder")
+  config_flags.DEFINE_config_file("config", "configs/pathquestion.py",
+                                  "GraphLoom config of the answering rows")
+  flags.DEFINE_list("answer_rows", [], "answering rows run on every tier (graphloom, a tuned or "
+                    "zero-shot mode); empty: retrieval only")
+  flags.DEFINE_string("heads", None, "trained GraphLoom heads (folder) for --answer_rows")
+  flags.DEFINE_list("adapters", [], "mode=folder of a trained text adapter")
+  flags.DEFINE_integer("seed", 0, "training seed of the heads (a label for the answer records)")
+  flags.DEFINE_integer("batch", 8, "questions per answer_batch call")
+  flags.DEFINE_enum("answer_index", "scann", ["exact", "scann"],
+                    "index over each tier's pool when answering")
+  flags.DEFINE_integer("num_examples", 0, "answer only the first N scored questions (0: all)")
 
 
 def _dataset(name: str, root):
@@ -145,8 +169,60 @@ def main(argv):
       vs = f"{r['recall10_vs_exact']:.3f}" if "recall10_vs_exact" in r else ""
       lines.append(f"| {n:,} | {name} | {r['recall5']:.1f} | {r['mrr10']:.1f} | "
                    f"{r['hits1']:.1f} | {vs} | {r['batched_ms']:.3f} | {r['single_ms']:.3f} |")
+  if f.answer_rows:
+    lines += ["", *_answers(f, ds, questions, instance, extra, tiers, embedder, out)]
   (out / "report.md").write_text("\n".join(lines) + "\n")
   print("\n".join(lines))
+
+
+def _answers(f, ds, questions, instance_triples, extra, tiers, embedder, out) -> list[str]:
+  """Every --answer_rows row on the questions' own instance graphs and on each tier's pool;
+  the answers section of report.md."""
+  from graphloom_jax.models.embedding_cache import cached_embed
+  from graphloom_jax.pipeline import GraphLoom, instance
+  from graphloom_jax.retrieval import index as index_lib
+  from graphloom_jax.retrieval.subgraph import TriplePool
+
+  cfg = f.config
+  questions = questions[:f.num_examples] if f.num_examples else questions
+  system = GraphLoom.from_config(cfg, heads=f.heads, adapters=dict(
+      a.split("=", 1) for a in f.adapters), kb_sources=[])
+  if getattr(system.embedder, "model_id", None) != embedder.model_id:
+    raise app.UsageError(f"the config's embedder ({getattr(system.embedder, 'model_id', None)}) "
+                         f"is not the pool's ({embedder.model_id})")
+  folder = out / "answers"
+  for pool_size in [None] + tiers:
+    name = "instance" if pool_size is None else str(pool_size)
+    todo = [r for r in f.answer_rows
+            if not (folder / name / f"seed{f.seed}" / f"{r}.json").exists()]
+    if not todo:
+      print(f"answers from {name}: done already", flush=True)
+      continue
+    pool, built = None, {}
+    if pool_size is not None:
+      rows = instance.pool_rows(pathqa_scaling.pool(instance_triples, extra, pool_size),
+                                config=cfg)
+      vectors = cached_embed(embedder, [t.verbalize() for t in rows], f.cache_dir,
+                             log=lambda m: print(m, flush=True))
+      t0 = time.perf_counter()
+      index = index_lib.make_index(f.answer_index, vectors)
+      built = {"index": f.answer_index, "build_s": round(time.perf_counter() - t0, 1),
+               "rows": len(rows), "options": getattr(index, "options", None)}
+      pool = TriplePool(rows, vectors, index=index)
+      print(f"answers from {name}: pool of {len(rows)} rows, {built}", flush=True)
+    for row in todo:
+      start = time.time()
+      records = pathqa_rows.system_row(system, ds, questions, row, f.batch,
+                                       log=lambda m: print(m, flush=True), pool=pool)
+      result = dict(row=row, seed=f.seed, pool=name, dataset=f.data_config,
+                    protocol=f.split_protocol, split=f.split, heads=f.heads, **built,
+                    metrics=pathqa_rows.metrics(records), wall_seconds=time.time() - start,
+                    load_average=os.getloadavg(), records=records)
+      path = folder / name / f"seed{f.seed}" / f"{row}.json"
+      path.parent.mkdir(parents=True, exist_ok=True)
+      atomic.atomic_write_text(path, json.dumps(result, indent=1) + "\n")
+      print(f"answers from {name}, {row}: {result['metrics']}", flush=True)
+  return pathqa_scaling.answer_report(folder)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from graphloom_jax.data.pathqa import readable
 from graphloom_jax.evaluation import answers, intervals
 from graphloom_jax.evaluation.retrieval_metrics import recall_at_k
 from graphloom_jax.graph import canonical, path_reader
-from graphloom_jax.pipeline import GraphLoom, controls
+from graphloom_jax.pipeline import GraphLoom, controls, instance
 
 
 def recall_at(retrieved, gold_keys, k: int = 5) -> float:
@@ -79,10 +79,14 @@ def shuffled_partners(questions, seed: int = 0) -> dict:
   return {t: first[topics[p]] for t, p in zip(topics, perm)}
 
 
-def system_row(system: GraphLoom, ds, questions, row: str, batch: int, log=logging.info
-               ) -> list[dict]:
+def system_row(system: GraphLoom, ds, questions, row: str, batch: int, log=logging.info,
+               pool=None) -> list[dict]:
   """Every question through answer_batch in the mode `row` names, or under the evidence
-  control it names (CONTROL_ROWS: GraphLoom with other evidence); per-question records."""
+  control it names (CONTROL_ROWS: GraphLoom with other evidence); per-question records.
+
+  pool: a `TriplePool` every question retrieves from instead of its own instance graph (the
+  scalability setting, `pipeline.instance.with_pool`; rows built by `instance.pool_rows`), or
+  None."""
   canon = canonical.Canonicalizer(singularize=system.config.graph.singularize)
   mode = "graphloom" if row in CONTROL_ROWS else row
   graphs, cache = {}, {}
@@ -91,6 +95,8 @@ def system_row(system: GraphLoom, ds, questions, row: str, batch: int, log=loggi
     key = (q.topic, q.hops, q.facts)
     if key not in graphs:
       graphs[key] = system.instance_graph(ds.instance_triples(q), instance_id=q.qid)
+      if pool is not None:
+        graphs[key] = instance.with_pool(graphs[key], pool)
     return graphs[key]
 
   partner = shuffled_partners(questions) if row == "shuffled" else {}
@@ -120,7 +126,8 @@ def system_row(system: GraphLoom, ds, questions, row: str, batch: int, log=loggi
       reads = mode not in ("no_retrieval", "no_retrieval_tuned")
       records.append(_record(q, a.text, online, a.retrieved if reads else None, gold,
                              prompt_tokens=a.prompt_tokens,
-                             decoding_seconds=a.timings.get("decoding")))
+                             decoding_seconds=a.timings.get("decoding"),
+                             retrieval_seconds=a.timings.get("retrieval")))
     log(f"  {row}: {len(records)}/{len(questions)} questions, {time.time() - start:.0f}s")
   return records
 

@@ -11,15 +11,23 @@ and each question retrieved from the whole pool.
   Recall@5 (share of the gold triples in the top 5), MRR@10 (1 / rank of the first gold triple
   in the top 10, 0 when none) and Hits@1 (the top triple is a gold triple); a retrieved row is a
   hit when its fact key equals a gold triple's.
+- Answers from the pool (`answer_report`): a system's answer records (`evaluation.pathqa_rows`)
+  per pool, each pool's Hits@1 paired with the same seeds' run on the questions' own instance
+  graphs; online seconds are every stage after the instance graph, retrieval seconds the
+  question's embedding, seeds, expansion and second round.
 """
 
 from __future__ import annotations
 
+import json
+import pathlib
+import statistics
 import time
 from typing import Iterable, Sequence
 
 import numpy as np
 
+from graphloom_jax.evaluation import intervals
 from graphloom_jax.evaluation.retrieval_metrics import recall_at_k, reciprocal_rank
 from graphloom_jax.graph.triples import Triple
 
@@ -87,3 +95,55 @@ def search_all(index, rows: Sequence[Triple], query_vectors: np.ndarray, k: int 
     single.append(time.perf_counter() - t0)
   ranked = [[rows[i].key() for i in row if i >= 0] for row in ids]
   return ranked, batched, float(np.median(single)) if single else 0.0
+
+
+def _pool_order(name: str) -> tuple:
+  return (0, 0) if name == "instance" else (1, int(name))
+
+
+def answer_report(folder) -> list[str]:
+  """Markdown lines: per answering row and pool (folder/<pool>/seed<s>/<row>.json, pool
+  "instance" or a size), the mean over seeds of Hits@1 / EM / F1 / R@5, the median online and
+  retrieval seconds per question, and the paired difference in Hits@1 against the own-graph
+  run [95% bootstrap interval over questions, each question's Hits@1 averaged over the seeds
+  both runs have]."""
+  runs: dict[str, dict[str, dict[int, dict]]] = {}
+  for p in sorted(pathlib.Path(folder).glob("*/seed*/*.json")):
+    r = json.loads(p.read_text())
+    runs.setdefault(r["row"], {}).setdefault(r["pool"], {})[r["seed"]] = r
+  lines = ["## Answers from the pool", "",
+           "Hits@1 / EM / F1 / R@5 in points (mean over seeds); seconds: median per question; "
+           "Δ: paired difference in Hits@1 against the same row on the questions' own instance "
+           "graphs [95% bootstrap interval over questions].", "",
+           "| row | pool | seeds | Hits@1 | EM | F1 | R@5 | online s | retrieval ms | Δ Hits@1 |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+  for row, pools in runs.items():
+    own = pools.get("instance", {})
+    for name in sorted(pools, key=_pool_order):
+      by_seed = pools[name]
+      recs = [x for r in by_seed.values() for x in r["records"]]
+      mean = lambda k: np.mean([x[k] for x in recs if x.get(k) is not None])  # noqa: E731
+      ret = [x["retrieval_seconds"] for x in recs if x.get("retrieval_seconds") is not None]
+      delta = "-"
+      seeds = sorted(set(by_seed) & set(own))
+      if name != "instance" and seeds:
+        hits = lambda runs_: {q: float(np.mean(v)) for q, v in _per_question(  # noqa: E731
+            [runs_[s] for s in seeds]).items()}
+        d = intervals.paired_difference(hits(by_seed), hits(own))
+        if d is not None:
+          delta = f"{d['delta']:+.1f} [{d['lo']:+.1f}, {d['hi']:+.1f}]"
+      label = "own instance graph" if name == "instance" else f"{int(name):,}"
+      lines.append(
+          f"| {row} | {label} | {len(by_seed)} | {mean('hits'):.1f} | {mean('em'):.1f} | "
+          f"{mean('f1'):.1f} | {mean('recall5'):.1f} | "
+          f"{statistics.median(x['seconds'] for x in recs):.2f} | "
+          f"{1e3 * statistics.median(ret) if ret else float('nan'):.1f} | {delta} |")
+  return lines
+
+
+def _per_question(runs: Sequence[dict]) -> dict[str, list[float]]:
+  out: dict[str, list[float]] = {}
+  for r in runs:
+    for x in r["records"]:
+      out.setdefault(x["qid"], []).append(x["hits"])
+  return out

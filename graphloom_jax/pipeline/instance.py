@@ -137,3 +137,25 @@ def scenekb(kb, instance_id: str, *, config, embedder=None):
   if embedder is None:
     return build_graph(kb.scene_graph(instance_id), **args)
   return build(kb.scene_graph(instance_id), embedder=embedder, **args)
+
+
+def pool_rows(triples: Sequence[Triple], *, config,
+              canonicalizer: canonical.Canonicalizer | None = None) -> list[Triple]:
+  """The rows of a retrieval pool shared by many questions (the scalability setting of
+  docs/pathqa.md): `triples` kept and named as `build_graph` keeps and names an instance graph's
+  (confidence >= graph.tau_edge, canonical names), one row per fact key (the first wins), in the
+  given order; no KB enrichment."""
+  if canonicalizer is None:
+    canonicalizer = canonical.Canonicalizer(singularize=config.graph.singularize)
+  rows: dict[tuple, Triple] = {}
+  for t in instance_graph.filter_edges(triples, config.graph.tau_edge):
+    c = canonicalizer.triple(t)
+    rows.setdefault(c.key(), c)
+  return list(rows.values())
+
+
+def with_pool(graph: InstanceGraph, pool: TriplePool) -> InstanceGraph:
+  """`graph` retrieving from `pool` instead of its own triples: the question keeps its own
+  graph and prefix objects (its image), and its retrieval (seeds and bounded expansion) reads
+  the shared pool, whose rows are then the graph's `triples`."""
+  return dataclasses.replace(graph, triples=pool.triples, pool=pool)
