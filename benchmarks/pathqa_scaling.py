@@ -118,9 +118,13 @@ def main(argv):
   gold = [{t.key() for t in ds.gold_triples(q)} for q in questions]
   # Baseline: each question against its own instance graph only, exactly.
   per_q = []
-  for q, v in zip(questions, q_vec):
-    rows = ds.instance_triples(q)
-    vec = cached_embed(embedder, [t.verbalize() for t in rows], f.cache_dir)
+  own = [ds.instance_triples(q) for q in questions]
+  # One cache lookup for every question's rows (the cache is read from disk once per call).
+  vectors = cached_embed(embedder, [t.verbalize() for rows in own for t in rows], f.cache_dir)
+  start = 0
+  for rows, v in zip(own, q_vec):
+    vec = vectors[start:start + len(rows)]
+    start += len(rows)
     order = np.argsort(-(vec @ v), kind="stable")[:10]
     per_q.append([rows[i].key() for i in order])
   results = {"instance graph": pathqa_scaling.retrieval_scores(per_q, gold)}

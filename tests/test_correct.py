@@ -119,6 +119,20 @@ def test_entity_mentions_longest_first_at_word_boundaries():
   assert C.entity_mentions("nothing here", names) == []
 
 
+def test_entity_mentions_with_an_index_equal_the_scan(rng):
+  """The pool's spelling index gives exactly what scanning every name gives, on random
+  questions and names built from a small vocabulary with punctuation and case."""
+  from graphloom_jax.retrieval.subgraph import name_spellings
+
+  vocab = ["table", "tab", "Dining", "st.", "louis", "a", "cat_1", "(song)", "é", "x-ray", "of"]
+  for _ in range(300):
+    names = {" ".join(rng.choice(vocab, rng.integers(1, 4))) for _ in range(12)}
+    names |= {n.upper() for n in list(names)[:3]}
+    question = " ".join(rng.choice(vocab + ["?", ",", "the", "tablecloth"], 9))
+    want = C.entity_mentions(question, names)
+    assert C.entity_mentions(question, names, name_spellings(names)) == want, (question, names)
+
+
 def test_evaluator_by_hand_budget_bound():
   emb, pool, r, q, sub = scene(BALL_Q, BALL, **BALL_CFG)
   assert {t.key() for t in sub.edges} == set(BALL[:3])

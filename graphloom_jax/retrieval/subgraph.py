@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import time
 from typing import Callable, Protocol, Sequence
 
@@ -69,6 +70,14 @@ class SubgraphConfig:
                template=retrieval.query_template)
 
 
+def name_spellings(names) -> dict[str, list[str]]:
+  """Each lower-cased name -> the names spelled that way, in the order given."""
+  out: dict[str, list[str]] = {}
+  for n in names:
+    out.setdefault(n.lower(), []).append(n)
+  return out
+
+
 class TriplePool:
   """Triples with their verbalisation embeddings [E, D] and entity adjacency."""
 
@@ -95,6 +104,11 @@ class TriplePool:
 
   def __len__(self):
     return len(self.triples)
+
+  @functools.cached_property
+  def spellings(self) -> dict[str, list[str]]:
+    """The entity names by their lower-cased form (`name_spellings`), built on first use."""
+    return name_spellings(self.by_entity)
 
   def scores(self, query: np.ndarray, ids=None) -> np.ndarray:
     e = self.embeddings if ids is None else self.embeddings[np.asarray(ids, np.int64)]
