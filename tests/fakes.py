@@ -102,3 +102,18 @@ def assert_usage_errors(argv, cases, workdir):
     assert r.returncode == 1 and message in r.stderr + r.stdout, r.stderr[-2000:]
     assert "Traceback" not in r.stderr
   assert not pathlib.Path(workdir).exists()
+
+
+def tiny_open_answer_system():
+  """GraphLoom with the tiny config (random decoder and heads, hashed embeddings), entity names
+  as the KB writes them, short answers: the system of the PathQuestion / WorldCup2014 row tests."""
+  from graphloom_jax.configs import tiny
+  from graphloom_jax.models import decoder as decoder_lib
+  from graphloom_jax.pipeline import GraphLoom, graphloom
+
+  cfg = tiny.get_config()
+  cfg.graph.singularize = False
+  cfg.decode.max_new_tokens = 4
+  dec = decoder_lib.from_config(cfg.model)
+  return GraphLoom(cfg, dec, HashEmbed(), graphloom.new_heads(cfg, dec, 16, seed=1),
+                   kb_sources=[])

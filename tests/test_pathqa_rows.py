@@ -10,26 +10,19 @@ import numpy as np
 import pytest
 
 from graphloom_jax.evaluation import pathqa_rows
-from graphloom_jax.configs import tiny
 from graphloom_jax.data import pathquestion, wc2014
 from graphloom_jax.evaluation import answers
 from graphloom_jax.graph import canonical
-from graphloom_jax.models import decoder as decoder_lib
-from graphloom_jax.pipeline import GraphLoom, graphloom, prompts
+from graphloom_jax.pipeline import prompts
 
-from fakes import HashEmbed
+from fakes import tiny_open_answer_system
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"
 
 
 @pytest.fixture(scope="module")
 def system():
-  cfg = tiny.get_config()
-  cfg.graph.singularize = False
-  cfg.decode.max_new_tokens = 4
-  dec = decoder_lib.from_config(cfg.model)
-  return GraphLoom(cfg, dec, HashEmbed(), graphloom.new_heads(cfg, dec, 16, seed=1),
-                   kb_sources=[])
+  return tiny_open_answer_system()
 
 
 def test_reader_rows_score_hits():

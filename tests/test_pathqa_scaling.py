@@ -97,18 +97,9 @@ def test_pool_rows_are_named_and_filtered_as_an_instance_graph():
 
 @pytest.fixture(scope="module")
 def tiny_system():
-  from graphloom_jax.configs import tiny
-  from graphloom_jax.models import decoder as decoder_lib
-  from graphloom_jax.pipeline import GraphLoom, graphloom
+  from fakes import tiny_open_answer_system
 
-  from fakes import HashEmbed
-
-  cfg = tiny.get_config()
-  cfg.graph.singularize = False
-  cfg.decode.max_new_tokens = 4
-  dec = decoder_lib.from_config(cfg.model)
-  return GraphLoom(cfg, dec, HashEmbed(), graphloom.new_heads(cfg, dec, 16, seed=1),
-                   kb_sources=[])
+  return tiny_open_answer_system()
 
 
 def test_answers_from_a_shared_pool(tiny_system, monkeypatch):
