@@ -199,6 +199,9 @@ def _correct() -> ml_collections.ConfigDict:
   s.reach_weight = 1.0
   s.boost_ratio = 1.5  # expansion boost: N_max -> ceil(1.5 N_max)
   s.repair_synonyms = 2  # verbalisation repair: WordNet synonyms per entity
+  # Verbalisation repair re-verbalises every row of a pool up to this size; in a larger pool
+  # the rows nearest the question and those at the subgraph's nodes (correct.repair_rows).
+  s.repair_max_rows = 20_000
   # Selector: share of the coverage gap credited to verbalisation repair (the rest of its
   # expected utility is the relevance gap of an unsaturated subgraph).
   s.repair_coverage_share = 0.5

@@ -312,6 +312,30 @@ def test_verbalization_repair_reranks_by_hand():
   np.testing.assert_allclose(out.scores, [repaired[t] for t in want], rtol=1e-5)
 
 
+def test_repair_in_a_large_pool_reverbalises_the_nearest_rows_and_the_subgraph_nodes():
+  """Above `max_rows`, repair gives alternatives only to the rows nearest q and those at the
+  subgraph's nodes; the others keep their own verbalisation and score."""
+  emb, pool, r, q, sub = scene(LAMP_Q, LAMP, **LAMP_CFG)
+  assert C.repair_rows(q, sub, pool, max_rows=4) is None  # the whole pool fits
+  nodes = {x for t in sub.edges for x in (t.subject, t.object)}
+  near = pool.top(q, 1)
+  want = sorted(set(near) | {i for i, t in enumerate(pool.triples)
+                             if t.subject in nodes or t.object in nodes})
+  rows = C.repair_rows(q, sub, pool, max_rows=1)
+  assert rows == want and len(rows) < len(pool)
+  best, score = C.repaired_embeddings(q, pool, emb, NO_WORDNET, 2, rows)
+  full_best, full_score = C.repaired_embeddings(q, pool, emb, NO_WORDNET, 2)
+  for i in range(len(pool)):
+    if i in rows:
+      assert score[i] == pytest.approx(full_score[i])
+    else:
+      assert score[i] == pytest.approx(float(pool.embeddings[i] @ q / np.linalg.norm(q)))
+      np.testing.assert_array_equal(best[i], pool.embeddings[i])
+  # the lamp's edge is not at a subgraph node nor the nearest row: it keeps its own wording
+  lamp = [t.key() for t in pool.triples].index(LAMP[2])
+  assert lamp not in rows and full_score[lamp] > score[lamp]
+
+
 def test_verbalization_repair_fires_when_wording_not_budget_is_wrong():
   emb, pool, r, q, sub = scene(LAMP_Q, LAMP, **LAMP_CFG)
   writer = CountingWriter("unused")

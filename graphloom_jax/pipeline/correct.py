@@ -30,7 +30,9 @@ Actions (each returns a new `Subgraph`; the input subgraph is never changed):
                         those nodes (else its best edges), best first, <= bridge_evidence; seeds
                         and expansion with the rewritten query, united with the subgraph's edges
                         and cut to the top N_max by the ORIGINAL question score (round 2's rule).
-  verbalization_repair  every pool triple gets alternative verbalisations (`verbalisations`),
+  verbalization_repair  every pool triple (in a pool of more than repair_max_rows: the
+                        repair_max_rows nearest the question and those at the subgraph's
+                        nodes, `repair_rows`) gets alternative verbalisations (`verbalisations`),
                         embedded in one call; the repaired score of a triple is the max cosine to
                         q over its original and alternative verbalisations; seeds and expansion
                         are run again on those scores, united with the subgraph's edges and cut
@@ -76,7 +78,7 @@ import functools
 import math
 import re
 import time
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -332,19 +334,22 @@ def verbalisations(t: Triple, wordnet: kb.WordNet, n_synonyms: int) -> list[str]
 
 
 def repaired_embeddings(question_embedding: np.ndarray, pool: TriplePool, embedder,
-                        wordnet: kb.WordNet, n_synonyms: int) -> tuple[np.ndarray, np.ndarray]:
+                        wordnet: kb.WordNet, n_synonyms: int, rows: Sequence[int] | None = None
+                        ) -> tuple[np.ndarray, np.ndarray]:
   """Per pool row, the verbalisation with the largest cosine to q: (its embedding [E, D], that
-  cosine [E]). Alternatives are embedded in one call."""
+  cosine [E]). Alternatives are embedded in one call. rows: the rows given alternatives (the
+  others keep their own verbalisation); None: every row."""
   q = _unit(question_embedding)
-  alts = [verbalisations(t, wordnet, n_synonyms) for t in pool.triples]
-  texts = list(dict.fromkeys(v for a in alts for v in a))
+  rows = range(len(pool)) if rows is None else rows
+  alts = {i: verbalisations(pool.triples[i], wordnet, n_synonyms) for i in rows}
+  texts = list(dict.fromkeys(v for a in alts.values() for v in a))
   where = {v: j for j, v in enumerate(texts)}
   emb = np.asarray(embedder.embed(texts), np.float32) if texts else np.zeros(
       (0, pool.embeddings.shape[1]), np.float32)
   best = pool.embeddings.copy()
   score = pool.embeddings @ q
   alt_score = emb @ q
-  for i, a in enumerate(alts):
+  for i, a in alts.items():
     for v in a:
       j = where[v]
       if alt_score[j] > score[i]:
@@ -352,14 +357,29 @@ def repaired_embeddings(question_embedding: np.ndarray, pool: TriplePool, embedd
   return best, score.astype(np.float32)
 
 
+def repair_rows(q: np.ndarray, subgraph: Subgraph, pool: TriplePool, max_rows: int
+                ) -> list[int] | None:
+  """The rows verbalisation repair re-verbalises: every row (None) in a pool of at most
+  `max_rows`; in a larger one the `max_rows` rows nearest q (the pool's index) and every row at
+  a node of the subgraph, so that repair costs the same in a pool of a million facts."""
+  if len(pool) <= max_rows:
+    return None
+  near = pool.top(q, max_rows)
+  nodes = {x for i in subgraph.ids for x in (pool.triples[i].subject, pool.triples[i].object)}
+  at = {i for n in nodes for i in pool.by_entity.get(n, ())}
+  return sorted(set(near) | at | set(subgraph.ids))
+
+
 def verbalization_repair(question: str, question_embedding: np.ndarray, subgraph: Subgraph,
                          retriever: BoundedRetriever, embedder, wordnet: kb.WordNet,
-                         n_synonyms: int) -> Subgraph:
-  """Seeds and expansion again on the repaired scores (max cosine over verbalisations)."""
+                         n_synonyms: int, max_rows: int = 20_000) -> Subgraph:
+  """Seeds and expansion again on the repaired scores (max cosine over verbalisations) of
+  `repair_rows`."""
   t0 = time.perf_counter()
   c, pool = retriever.config, retriever.pool
   q = _unit(question_embedding)
-  best, score = repaired_embeddings(q, pool, embedder, wordnet, n_synonyms)
+  best, score = repaired_embeddings(q, pool, embedder, wordnet, n_synonyms,
+                                    repair_rows(q, subgraph, pool, max_rows))
   repaired = BoundedRetriever(TriplePool(pool.triples, best), embedder,
                               dataclasses.replace(c, second_round=False),
                               query_writer=retriever.query_writer)
@@ -437,7 +457,8 @@ def correct(question: str, question_embedding: np.ndarray, subgraph: Subgraph,
 
   writer: the query writer for query_reformulation (e.g. retrieval.factory.query_writer(config);
   None: retriever.query_writer, the retriever's template writer when it has no other).
-  config: reads correct.tau_eval, correct.boost_ratio, correct.repair_synonyms.
+  config: reads correct.tau_eval, correct.boost_ratio, correct.repair_synonyms,
+  correct.repair_max_rows.
   wordnet: synonyms for verbalization_repair (None: the committed excerpt)."""
   t0 = time.perf_counter()
   pool, rc = retriever.pool, retriever.config
@@ -459,7 +480,8 @@ def correct(question: str, question_embedding: np.ndarray, subgraph: Subgraph,
                               writer if writer is not None else retriever.query_writer)
   else:
     new = verbalization_repair(question, question_embedding, subgraph, retriever, embedder,
-                               wordnet or default_wordnet(), config.correct.repair_synonyms)
+                               wordnet or default_wordnet(), config.correct.repair_synonyms,
+                               config.correct.repair_max_rows)
   seconds = time.perf_counter() - t1
   selector.record(action, seconds)
   if action == "expansion_boost":
