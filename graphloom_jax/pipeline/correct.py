@@ -463,6 +463,7 @@ def correct(question: str, question_embedding: np.ndarray, subgraph: Subgraph,
   t0 = time.perf_counter()
   pool, rc = retriever.pool, retriever.config
   tau = config.correct.tau_eval
+  repair = (config.correct.repair_synonyms, config.correct.repair_max_rows)
   ev = evaluator(question, question_embedding, subgraph, pool, rc)
   if MARK in subgraph.timings:
     return subgraph, Correction(ev.score, tau, None, details={
@@ -480,8 +481,7 @@ def correct(question: str, question_embedding: np.ndarray, subgraph: Subgraph,
                               writer if writer is not None else retriever.query_writer)
   else:
     new = verbalization_repair(question, question_embedding, subgraph, retriever, embedder,
-                               wordnet or default_wordnet(), config.correct.repair_synonyms,
-                               config.correct.repair_max_rows)
+                               wordnet or default_wordnet(), *repair)
   seconds = time.perf_counter() - t1
   selector.record(action, seconds)
   if action == "expansion_boost":
