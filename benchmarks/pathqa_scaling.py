@@ -35,7 +35,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from graphloom_jax import atomic
-from graphloom_jax.evaluation import intervals, pathqa_rows, pathqa_scaling
+from graphloom_jax.evaluation import pathqa_rows, pathqa_scaling
 
 
 def _define_flags():

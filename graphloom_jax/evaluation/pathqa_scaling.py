@@ -27,7 +27,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from graphloom_jax.evaluation import intervals
+from graphloom_jax.evaluation import pathqa_rows
 from graphloom_jax.evaluation.retrieval_metrics import recall_at_k, reciprocal_rank
 from graphloom_jax.graph.triples import Triple
 
@@ -125,11 +125,8 @@ def answer_report(folder) -> list[str]:
       mean = lambda k: np.mean([x[k] for x in recs if x.get(k) is not None])  # noqa: E731
       ret = [x["retrieval_seconds"] for x in recs if x.get("retrieval_seconds") is not None]
       delta = "-"
-      seeds = sorted(set(by_seed) & set(own))
-      if name != "instance" and seeds:
-        hits = lambda runs_: {q: float(np.mean(v)) for q, v in _per_question(  # noqa: E731
-            [runs_[s] for s in seeds]).items()}
-        d = intervals.paired_difference(hits(by_seed), hits(own))
+      if name != "instance" and own:
+        d = pathqa_rows.seed_paired(list(by_seed.values()), list(own.values()))
         if d is not None:
           delta = f"{d['delta']:+.1f} [{d['lo']:+.1f}, {d['hi']:+.1f}]"
       label = "own instance graph" if name == "instance" else f"{int(name):,}"
@@ -140,10 +137,3 @@ def answer_report(folder) -> list[str]:
           f"{1e3 * statistics.median(ret) if ret else float('nan'):.1f} | {delta} |")
   return lines
 
-
-def _per_question(runs: Sequence[dict]) -> dict[str, list[float]]:
-  out: dict[str, list[float]] = {}
-  for r in runs:
-    for x in r["records"]:
-      out.setdefault(x["qid"], []).append(x["hits"])
-  return out
