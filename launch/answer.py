@@ -1,6 +1,6 @@
 r"""The main job: GraphLoom answers SceneKB questions, citing the triples it used.
 
-  python -m launch.answer                                 # SceneKB test questions, embedded model
+  python -m launch.answer                                 # SceneKB v3 test questions, embedded model
   python -m launch.answer --mode=flat_rag                 # a baseline through the same pipeline
   python -m launch.answer --compare --num_examples=30     # all three modes, one table
   python -m launch.answer --question="What is the horse in front of?" \
@@ -26,7 +26,7 @@ from absl import app, flags, logging
 from tqdm import tqdm
 
 from graphloom_jax import atomic
-from graphloom_jax.data import scenekb
+from graphloom_jax.data import mmqa, scenekb
 from graphloom_jax.evaluation import answers as metrics
 from graphloom_jax.graph import export
 from graphloom_jax.graph.scene_graph import read_scene_graphs
@@ -41,6 +41,8 @@ flags.DEFINE_string("heads", str(HEADS_DIR / "smollm2"), "trained heads (launch.
 flags.DEFINE_enum("mode", "graphloom", MODES, "how the evidence reaches the decoder")
 flags.DEFINE_bool("compare", False, "run all three modes on the same questions")
 flags.DEFINE_string("split", "test", "SceneKB split")
+flags.DEFINE_string("root", None, "a SceneKB folder (build_benchmark --out=DIR); default: the "
+                    "embedded SceneKB v3")
 flags.DEFINE_integer("num_examples", 10, "SceneKB questions (round-robin over families)")
 flags.DEFINE_alias("num_questions", "num_examples")
 flags.DEFINE_integer("batch_size", 5, "questions decoded together")
@@ -140,12 +142,15 @@ def check_flags(config):
     common.check_int("batch_size", FLAGS.batch_size, 1)
     if FLAGS.split not in scenekb.SPLITS:
       raise app.UsageError(f"--split={FLAGS.split}: expected one of {list(scenekb.SPLITS)}")
+    if FLAGS.root is not None and mmqa.find_file(FLAGS.root, "kb_wordnet") is None:
+      raise app.UsageError(f"--root={FLAGS.root}: not a SceneKB folder (no kb_wordnet.jsonl(.gz); "
+                           "write one with python -m graphloom_jax.data.build_benchmark --out=DIR)")
     return None
   if not FLAGS.question.strip():
     raise app.UsageError("--question is empty")
   if FLAGS.compare:
     raise app.UsageError("--compare runs the SceneKB questions; drop it or drop --question")
-  for name in ("num_examples", "split"):
+  for name in ("num_examples", "split", "root"):
     if FLAGS[name].present or (name == "num_examples" and FLAGS["num_questions"].present):
       raise app.UsageError(f"--{name} selects SceneKB questions; it cannot be combined with "
                            "--question")
@@ -181,7 +186,7 @@ def main(argv):
     answers = answer_own(system, own_triples)
     names = ["0"]
   else:
-    kb = scenekb.load(FLAGS.split)
+    kb = scenekb.load(FLAGS.split, root=FLAGS.root)
     system.kb_sources = [kb.kb_source()]
     questions = scenekb.round_robin(kb.questions, FLAGS.num_examples)
     graphs = {}

@@ -56,7 +56,7 @@ def config():
 def scenekb_test(config):
   """The single-process reference: `instance.scenekb` (GraphLoom's stage 1) on every instance
   the SceneKB test questions name."""
-  kb = scenekb.load("test")
+  kb = scenekb.load("test", root=scenekb.V1_FOLDER)
   ids = sorted({q.extra["instance_id"] for q in kb.questions})
   emb = HashEmbed()
   return {i: instance.scenekb(kb, i, config=config, embedder=emb) for i in ids}
@@ -66,7 +66,8 @@ def scenekb_test(config):
 def beam_out(tmp_path_factory, config):
   out = tmp_path_factory.mktemp("beam") / "graphs"
   # Small batches so the texts are embedded in many calls; 4 shards.
-  manifest = bg.run(bg.Corpus("scenekb", "test"), config, out, HashEmbed, num_shards=4,
+  manifest = bg.run(bg.Corpus("scenekb", "test", str(scenekb.V1_FOLDER)), config, out, HashEmbed,
+                    num_shards=4,
                     min_batch_size=8, max_batch_size=32, embedder_id="hash-16")
   return out, manifest
 
@@ -91,7 +92,7 @@ def test_direct_runner_equals_single_process(beam_out, scenekb_test, config):
 
 def test_local_path_equals_instance_build(scenekb_test, config):
   """build_corpus_local (Corpus.records + instance.build) is the same single-process path."""
-  local = bg.build_corpus_local(bg.Corpus("scenekb", "test"), config, HashEmbed())
+  local = bg.build_corpus_local(bg.Corpus("scenekb", "test", str(scenekb.V1_FOLDER)), config, HashEmbed())
   assert list(local) == sorted(scenekb_test)
   for i, ref in scenekb_test.items():
     _assert_same(local[i], ref, config)
@@ -112,7 +113,8 @@ def test_other_sharding_and_batching_same_output(tmp_path, beam_out):
       "from graphloom_jax.configs import base\n"
       "from fakes import HashEmbed\n"
       "from graphloom_jax.data import beam_graphs as bg\n"
-      f"bg.run(bg.Corpus('scenekb', 'test'), base.get_base_config(), {str(out)!r}, HashEmbed,\n"
+      f"bg.run(bg.Corpus('scenekb', 'test', {str(scenekb.V1_FOLDER)!r}), base.get_base_config(),\n"
+      f"       {str(out)!r}, HashEmbed,\n"
       "       ['--direct_num_workers=1'],\n"
       "       num_shards=1, min_batch_size=1, max_batch_size=500)\n")
   env = dict(os.environ, PYTHONPATH=f"{ROOT}:{ROOT / 'tests'}", JAX_PLATFORMS="cpu",
@@ -173,14 +175,14 @@ def test_index_from_output_same_neighbours(beam_out, scenekb_test, rng):
 def test_launcher_builds_output_and_index(tmp_path, config):
   out = tmp_path / "graphs"
   cmd = [sys.executable, "-m", "launch.build_graphs", "--dataset=scenekb", "--split=validation",
-         f"--workdir={out}", "--embedder_factory=tests.fakes:HashEmbed", "--index=exact",
+         f"--root={scenekb.V1_FOLDER}", f"--workdir={out}", "--embedder_factory=tests.fakes:HashEmbed", "--index=exact",
          "--num_shards=2", "--runner=DirectRunner",
          # not a launcher flag: passed through to Beam's PipelineOptions
          "--direct_num_workers=1"]
   res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
   assert res.returncode == 0, res.stderr[-3000:]
   summary = json.loads(res.stdout.strip().splitlines()[-1])
-  kb = scenekb.load("validation")
+  kb = scenekb.load("validation", root=scenekb.V1_FOLDER)
   ids = sorted({q.extra["instance_id"] for q in kb.questions})
   assert summary["instances"] == len(ids) and summary["index"] == "exact"
   ref = {i: instance.scenekb(kb, i, config=config, embedder=HashEmbed()) for i in ids}

@@ -27,7 +27,7 @@ def test_regenerates_byte_for_byte(tmp_path):
 
 @pytest.fixture(scope="module")
 def splits():
-  return {s: scenekb.load(s) for s in scenekb.SPLITS}
+  return {s: scenekb.load(s, root=scenekb.V1_FOLDER) for s in scenekb.SPLITS}
 
 
 def test_counts_match_readme(splits):

@@ -2,6 +2,7 @@
 formats (the embedded benchmark for scenekb), read back through tfds.data_source and grain, and
 compared field by field with the source files."""
 
+import gzip
 import json
 import pathlib
 
@@ -31,7 +32,12 @@ def read_all(name, split, data_dir):
 
 
 def jsonl(path):
-  return [json.loads(line) for line in pathlib.Path(path).read_text().splitlines() if line]
+  """Records of a JSON lines file; `x.jsonl` also finds `x.jsonl.gz` (the embedded SceneKB)."""
+  path = pathlib.Path(path)
+  if not path.exists():
+    path = path.with_name(path.name + ".gz")
+  raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+  return [json.loads(line) for line in raw.decode("utf-8").splitlines() if line]
 
 
 def test_registered_on_import(data_dir):

@@ -108,7 +108,7 @@ def _run(config, tmp_path):
   data.load_training_data(config, dec, None, embedder=HashEmbed(), log=lambda *_: None)
   config.train.data, config.train.data_root = saved
   config.graph.singularize = True
-  kb = scenekb.load("validation")
+  kb = scenekb.load("validation", root=scenekb.V1_FOLDER)
   graphloom.save_heads(graphloom.new_heads(config, dec, 384), tmp_path / "heads", config)
   # a trained text baseline's adapter too (baseline.tuned_prefix_len)
   graphloom.save_heads(graphloom.new_heads(config, dec, 384, kind="tuned_prefix"),

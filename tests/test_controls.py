@@ -128,6 +128,6 @@ def test_symbolic_row_reproduces_the_generators_statistics(bench):
   assert row["metrics"]["questions"] == stats["overall"]["questions"]
   for r in row["records"]:
     assert 0.0 <= r["mc_expected"] <= 1.0
-  v2 = scenekb.load("test")  # the embedded v1 copy has no structured queries
+  v2 = scenekb.load("test", root=scenekb.V1_FOLDER)  # the embedded v1 copy has no structured queries
   with pytest.raises(ValueError, match="version=3"):
     scenekb_rows.run_row(system, v2, v2.questions[:1], "symbolic", truth, batch=1)

@@ -386,7 +386,7 @@ def test_scenekb_validation_sample(minilm):
   from graphloom_jax.pipeline import instance
   c = base.get_base_config()
   c.retrieval.second_round = "template"
-  data = scenekb.load("validation")
+  data = scenekb.load("validation", root=scenekb.V1_FOLDER)
   qs = [data.questions[i] for i in sorted(random.Random(0).sample(
       range(len(data.questions)), 20))]
   pools = {}

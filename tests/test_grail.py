@@ -326,7 +326,7 @@ def test_second_round_writer_from_config(tmp_path):
 def test_embedded_evidence_set_matches_the_benchmark(embedded_set):
   from graphloom_jax.data import scenekb
   es = embedded_set
-  kb = scenekb.load("validation")
+  kb = scenekb.load("validation", root=scenekb.V1_FOLDER)
   by_qid = {q.qid: q for q in es.questions}
   for q in kb.questions[:25]:
     mine = by_qid[q.qid]

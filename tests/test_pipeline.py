@@ -33,7 +33,7 @@ class StubVerifier:
 def parts():
   cfg = tiny.get_config()
   dec = decoder_lib.from_config(cfg.model)
-  kb = scenekb.load("validation")
+  kb = scenekb.load("validation", root=scenekb.V1_FOLDER)
   heads = graphloom.new_heads(cfg, dec, 16, seed=3)
   return cfg, dec, kb, heads
 

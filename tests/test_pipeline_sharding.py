@@ -102,7 +102,7 @@ def test_answers_on_a_mesh_equal_one_device(shape, monkeypatch):
   config = tiny.get_config()
   config.model.max_seq_len = 1024  # the byte-level revision prompts need more than 512
   config.model.arch.max_position_embeddings = 1024
-  kb = scenekb.load("validation")
+  kb = scenekb.load("validation", root=scenekb.V1_FOLDER)
   qs = kb.questions[:3]  # 3 questions x 4 options: rows padded on both meshes
 
   def build(mesh):

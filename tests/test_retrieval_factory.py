@@ -17,7 +17,7 @@ def pool_and_question():
     pytest.skip("embedded MiniLM not installed")
   from graphloom_jax.models import load_embedder
   embedder = load_embedder()
-  kb = scenekb.load("validation")
+  kb = scenekb.load("validation", root=scenekb.V1_FOLDER)
   q = next(q for q in kb.questions if q.metadata["family"] == "compose")
   graph = build_instance_graph(kb.instance_facts(q.extra["instance_id"], hops=2), tau_edge=0.5)
   return subgraph.TriplePool(graph_triples(graph), embedder=embedder), embedder, q

@@ -5,6 +5,7 @@ scores from WordNet's sense frequencies, and byte-identical regeneration from th
 
 import collections
 import filecmp
+import gzip
 import json
 import pathlib
 import random
@@ -16,6 +17,7 @@ import pytest
 from scipy import special
 
 from graphloom_jax.configs import smollm2
+from graphloom_jax.evaluation import hallucination
 from graphloom_jax.data import build_benchmark, scenekb, scenekb_v3
 from graphloom_jax.graph import canonical, kb, lookup
 from graphloom_jax.graph.triples import Triple, TripleFormatError
@@ -199,5 +201,46 @@ def test_command_regenerates_the_same_bytes(tmp_path):
   build_benchmark.build(other, num_scenes=40, seed=6, version=3)
   assert not filecmp.cmp(other / "MMQA_train.jsonl", tmp_path / "lib" / "MMQA_train.jsonl",
                          shallow=False)
-  with pytest.raises(ValueError, match="embedded copy"):
+  with pytest.raises(ValueError, match="the tests read"):
     build_benchmark.build(build_benchmark.DEFAULT_OUT, num_scenes=40, version=3)
+  with pytest.raises(ValueError, match="embedded copy"):  # only v3 at its defaults goes there
+    build_benchmark.build(build_benchmark.EMBEDDED_OUT, num_scenes=40, version=3)
+
+
+def test_compressed_output_is_the_same_records_with_fixed_bytes(tmp_path):
+  build_benchmark.build(tmp_path / "plain", num_scenes=20, seed=3, version=3)
+  for name in ("a", "b"):
+    build_benchmark.build(tmp_path / name, num_scenes=20, seed=3, version=3, compress=True)
+  plain = sorted(p.name for p in (tmp_path / "plain").iterdir() if p.suffix == ".jsonl")
+  assert sorted(p.name for p in (tmp_path / "a").iterdir() if p.suffix == ".gz") == \
+      [n + ".gz" for n in plain]
+  for name in plain:
+    packed = (tmp_path / "a" / (name + ".gz")).read_bytes()
+    assert gzip.decompress(packed) == (tmp_path / "plain" / name).read_bytes(), name
+    assert packed == (tmp_path / "b" / (name + ".gz")).read_bytes(), name  # no time stamp
+  assert filecmp.cmp(tmp_path / "a" / "statistics.json", tmp_path / "plain" / "statistics.json",
+                     shallow=False)
+  assert "--compress" in (tmp_path / "a" / "README.md").read_text()
+  # the readers take either form, with the same result
+  a = scenekb.load("test", root=tmp_path / "a")
+  b = scenekb.load("test", root=tmp_path / "plain")
+  assert [q.qid for q in a.questions] == [q.qid for q in b.questions]
+  assert a.kb_triples == b.kb_triples and a.images.keys() == b.images.keys()
+  assert hallucination.GroundTruth.load(tmp_path / "a").questions == \
+      hallucination.GroundTruth.load(tmp_path / "plain").questions
+
+
+def test_the_embedded_scenekb_is_the_documented_v3(tmp_path):
+  """The embedded copy is what the results README's command draws (v3, seed 20261202, 2,000
+  scenes), record for record; scenekb.load() reads it. About two minutes: the full draw."""
+  assert scenekb.FOLDER == build_benchmark.EMBEDDED_OUT
+  build_benchmark.build(tmp_path, num_scenes=2000, seed=20261202, version=3)
+  embedded = build_benchmark.EMBEDDED_OUT
+  for path in sorted(tmp_path.glob("*.jsonl")):
+    assert gzip.decompress((embedded / (path.name + ".gz")).read_bytes()) == path.read_bytes(), \
+        path.name
+  assert filecmp.cmp(embedded / "statistics.json", tmp_path / "statistics.json", shallow=False)
+  readme = (embedded / "README.md").read_text()
+  assert "`python -m graphloom_jax.data.build_benchmark --version=3` (seed 20261202, 2000" in readme
+  test = scenekb.load("test")
+  assert len(test.questions) == 1405 and test.questions[0].extra.get("query")

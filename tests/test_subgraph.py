@@ -286,7 +286,7 @@ def test_scenekb_end_to_end(minilm):
   the subgraph finds the gold scene triple of most single-hop scene questions."""
   from graphloom_jax.data import scenekb
   from graphloom_jax.graph.instance_graph import build_instance_graph, graph_triples
-  data = scenekb.load("validation")
+  data = scenekb.load("validation", root=scenekb.V1_FOLDER)
   qs = [q for q in data.questions if q.metadata["family"] in ("scene", "compose")]
   qs = random.Random(random.getrandbits(64)).sample(qs, 8)
   found = 0

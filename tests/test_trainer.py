@@ -30,7 +30,7 @@ def setup():
   cfg.train.checkpoint_every = 2
   cfg.train.eval_examples = 8
   dec = decoder_lib.from_config(cfg.model)
-  train_kb, val_kb = scenekb.load("train"), scenekb.load("validation")
+  train_kb, val_kb = scenekb.load("train", root=scenekb.V1_FOLDER), scenekb.load("validation", root=scenekb.V1_FOLDER)
   system = GraphLoom(cfg, dec, HashEmbed(), kb_sources=[train_kb.kb_source()])
   tr = data.featurize(system, train_kb, train_kb.questions[:40], cfg.train.seq_len)
   va = data.featurize(system, val_kb, val_kb.questions[:8], cfg.train.seq_len)
@@ -157,7 +157,7 @@ def test_features_shapes_and_errors(setup):
   row = 0
   tok = prompts.ByteTokenizer(512)
   answer = tok.decode(tr["targets"][row][tr["loss_mask"][row]])
-  kb = scenekb.load("train")
+  kb = scenekb.load("train", root=scenekb.V1_FOLDER)
   assert answer.strip() == kb.questions[0].answer_texts[0]
   assert tr["targets"][row][tr["loss_mask"][row]][-1] == prompts.ByteTokenizer.eos_id
   assert np.all(tr["mc_option_mask"].sum(-1) > 0)
@@ -221,7 +221,7 @@ def test_lazy_graphs_build_each_instance_once_and_forget_it_after_last_use(setup
   a later example still needs it, dropped after its last; the features equal those of graphs
   built all at once beforehand."""
   cfg, _, tr, _, system = setup
-  kb = scenekb.load("train")
+  kb = scenekb.load("train", root=scenekb.V1_FOLDER)
   examples = [registry.scenekb_example(q) for q in kb.questions[:40]]
   built = []
 

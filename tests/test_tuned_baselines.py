@@ -43,7 +43,7 @@ def _config(target):
 def trained(request, tmp_path_factory):
   cfg = _config(request.param)
   dec = decoder_lib.from_config(cfg.model)
-  train_kb, val_kb = scenekb.load("train"), scenekb.load("validation")
+  train_kb, val_kb = scenekb.load("train", root=scenekb.V1_FOLDER), scenekb.load("validation", root=scenekb.V1_FOLDER)
   system = GraphLoom(cfg, dec, HashEmbed(), kb_sources=[train_kb.kb_source()])
   tr = data.featurize(system, train_kb, train_kb.questions[:16], cfg.train.seq_len)
   va = data.featurize(system, val_kb, val_kb.questions[:6], cfg.train.seq_len)

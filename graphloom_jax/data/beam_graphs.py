@@ -119,17 +119,15 @@ class Corpus:
   def wanted_ids(self) -> frozenset[str]:
     """Ids of the instances (SceneKB) or documents (MMQA) the split's questions name."""
     from graphloom_jax.data import mmqa, scenekb
-    if self.dataset == "scenekb":
-      if self.split not in scenekb.SPLITS:
-        raise ValueError(f"Corpus: unknown SceneKB split {self.split!r}; expected one of "
-                         f"{scenekb.SPLITS}")
-      path = self._root / f"MMQA_{self.split}.jsonl"
-      questions, _ = mmqa.read_questions(path)
-      return frozenset(q.extra["instance_id"] for q in questions)
+    if self.dataset == "scenekb" and self.split not in scenekb.SPLITS:
+      raise ValueError(f"Corpus: unknown SceneKB split {self.split!r}; expected one of "
+                       f"{scenekb.SPLITS}")
     path = mmqa.find_file(self._root, f"MMQA_{self.split}")
     if path is None:
       raise FileNotFoundError(f"Corpus: no MMQA_{self.split}.jsonl(.gz) in {self._root}")
     questions, _ = mmqa.read_questions(path)
+    if self.dataset == "scenekb":
+      return frozenset(q.extra["instance_id"] for q in questions)
     return frozenset(d for q in questions for d in (*q.candidate_doc_ids,
                                                     *q.supporting_doc_ids))
 
@@ -137,9 +135,9 @@ class Corpus:
     """The files whose lines `record_from_line` reads ([] entries are never returned)."""
     from graphloom_jax.data import mmqa
     if self.dataset == "scenekb":
-      path = self._root / "MMQA_images.jsonl"
-      if not path.is_file():
-        raise FileNotFoundError(f"Corpus: {path} not found")
+      path = mmqa.find_file(self._root, "MMQA_images")
+      if path is None:
+        raise FileNotFoundError(f"Corpus: no MMQA_images.jsonl(.gz) in {self._root}")
       return [str(path)]
     found = [mmqa.find_file(self._root, f"MMQA_{kind}") for kind in ("tables", "images")]
     found = [str(p) for p in found if p is not None]
@@ -188,10 +186,8 @@ class Corpus:
   def kb_sources(self) -> list:
     """The knowledge sources `build_graph` enriches with (SceneKB: its WordNet facts)."""
     if self.dataset == "scenekb":
-      from graphloom_jax.graph.kb import TripleKB
-      from graphloom_jax.graph.triples import read_triples_jsonl
-      kb, _ = read_triples_jsonl(self._root / "kb_wordnet.jsonl")
-      return [TripleKB(kb, "kb:wordnet", subject_only=True)]
+      from graphloom_jax.data import scenekb
+      return [scenekb.wordnet_source(scenekb.read_kb(self._root))]
     return []
 
 

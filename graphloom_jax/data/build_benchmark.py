@@ -1,20 +1,24 @@
 r"""Builds SceneKB: synthetic scenes over the VG150 vocabulary with real WordNet 3.0 knowledge
 about their objects, and MMQA-style questions over both. Three versions:
 
-  python -m graphloom_jax.data.build_benchmark                # v1, the embedded copy
-  python -m graphloom_jax.data.build_benchmark --version=2 --out=DIR [--seed=N] [--scenes=M]
+  python -m graphloom_jax.data.build_benchmark --version=3      # the embedded copy (v3)
   python -m graphloom_jax.data.build_benchmark --version=3 --out=DIR [--seed=N] [--scenes=M]
+  python -m graphloom_jax.data.build_benchmark --version=2 --out=DIR [--seed=N] [--scenes=M]
+  python -m graphloom_jax.data.build_benchmark                # v1, the small test copy
 
 --version=3 (defaults: seed 20261202, 2,000 scenes) is v2 with its shortcuts removed and
 measured (`graphloom_jax.data.scenekb_v3`): statistics.json then also holds the scores of a
 symbolic reader and of the shortcut heuristics ("shortcuts"), and each question its structured
-query ("query").
+query ("query"). Without --out it rebuilds the embedded SceneKB, graphloom_jax/data/resources/
+scenekb_v3/ (the version's defaults, JSON lines gzipped with a fixed header: `--compress`),
+which `scenekb.load(split)` reads and the shipped heads are trained on (tests/test_scenekb_v3.py
+rebuilds it and compares the contents).
 
---version=1 (the default) with its default seed (20261129), 400 scenes and --out the embedded
-folder graphloom_jax/data/resources/scenekb/ rebuilds the embedded copy byte for byte
-(tests/test_benchmark_data.py checks it); its README describes v1. --version=2 writes SceneKB v2
-(defaults: seed 20261130, 2,000 scenes, --out required; the embedded folder is refused because
-the shipped heads are trained on v1). Read either with `scenekb.load(split, root=DIR)`.
+--version=1 (the default) with its default seed (20261129), 400 scenes and --out the v1 folder
+graphloom_jax/data/resources/scenekb/ rebuilds that copy byte for byte (tests/test_benchmark_data.py
+checks it); its README describes v1. v1 is the tests' small benchmark
+(`scenekb.load(split, root=scenekb.V1_FOLDER)`). --version=2 writes SceneKB v2 (defaults: seed
+20261130, 2,000 scenes, --out required). Read any with `scenekb.load(split, root=DIR)`.
 
 Deterministic: every random choice comes from `random.Random` seeded by (seed, scene index), the
 output is written with sorted keys and fixed separators, so rebuilding gives the same bytes.
@@ -52,6 +56,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import gzip
 import hashlib
 import json
 import pathlib
@@ -63,7 +68,9 @@ from graphloom_jax.graph.triples import Triple, dumps
 
 NAME = "scenekb"
 RESOURCES = pathlib.Path(__file__).resolve().parent / "resources"
-DEFAULT_OUT = RESOURCES / NAME
+DEFAULT_OUT = RESOURCES / NAME  # v1, the tests' small copy
+EMBEDDED_OUT = RESOURCES / f"{NAME}_v3"  # the embedded SceneKB (v3 at its defaults, gzipped)
+EMBEDDED_VERSION = 3
 DEFAULT_VOCAB = RESOURCES / "vg150" / "vocab.json"
 WORDNET_DIR = RESOURCES / "wordnet"
 
@@ -672,8 +679,13 @@ def _settings(version: int, seed: int | None, num_scenes: int | None, out: pathl
     raise ValueError(f"build_benchmark: {settings.scenes} scenes; at least 20 are needed for "
                      "three splits (14/3/3 of every 20 scenes)")
   if version != 1 and out.resolve() == DEFAULT_OUT.resolve():
-    raise ValueError(f"build_benchmark: {out} is the embedded copy, which stays SceneKB v1 (the "
-                     "shipped heads are trained on it); write v2 to another folder")
+    raise ValueError(f"build_benchmark: {out} is the v1 copy the tests read, which stays SceneKB "
+                     f"v1; write v{version} to another folder")
+  if out.resolve() == EMBEDDED_OUT.resolve() and (
+      version != EMBEDDED_VERSION or settings != VERSIONS[EMBEDDED_VERSION]):
+    raise ValueError(f"build_benchmark: {out} is the embedded copy, SceneKB v{EMBEDDED_VERSION} at "
+                     f"its default seed and scene count (the shipped heads are trained on it); "
+                     "write other versions, seeds or sizes to another folder")
   return settings
 
 
@@ -757,16 +769,23 @@ def _scene_docs(scene, split: str) -> tuple[dict, dict]:
   return image, description
 
 
-def _write_jsonl(path: pathlib.Path, records) -> None:
-  with open(path, "w", encoding="utf-8") as f:
-    for r in records:
-      f.write(dumps(r) + "\n")
+def _write_jsonl(path: pathlib.Path, records, compress: bool = False) -> None:
+  """JSON lines at `path`, or at `path`.gz when `compress` (gzip with no file name and mtime 0
+  in its header, so the same records give the same bytes)."""
+  text = "".join(dumps(r) + "\n" for r in records).encode("utf-8")
+  if compress:
+    with open(path.with_name(path.name + ".gz"), "wb") as raw, gzip.GzipFile(
+        filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as f:
+      f.write(text)
+  else:
+    path.write_bytes(text)
 
 
 def build(out=DEFAULT_OUT, vocab=DEFAULT_VOCAB, num_scenes: int | None = None,
-          seed: int | None = None, version: int = 1) -> dict:
+          seed: int | None = None, version: int = 1, compress: bool = False) -> dict:
   """Writes SceneKB `version` under `out` (seed and scene count default to the version's);
-  returns counts[split][family]."""
+  compress: the JSON lines files gzipped (`name.jsonl.gz`, which every reader here accepts).
+  Returns counts[split][family]."""
   out = pathlib.Path(out)
   settings = _settings(version, seed, num_scenes, out)
   seed = settings.seed
@@ -807,23 +826,23 @@ def build(out=DEFAULT_OUT, vocab=DEFAULT_VOCAB, num_scenes: int | None = None,
     texts.append({"title": c, "url": "", "id": kb_doc[c],
                   "text": (_kb_text_v1 if version == 1 else _kb_text_v2)(knowledge, c)})
   for split in SPLITS:
-    _write_jsonl(out / f"MMQA_{split}.jsonl", questions[split])
-  _write_jsonl(out / "MMQA_images.jsonl", images)
-  _write_jsonl(out / "MMQA_texts.jsonl", texts)
-  _write_jsonl(out / "kb_wordnet.jsonl", [t.to_json() for t in kb_triples])
+    _write_jsonl(out / f"MMQA_{split}.jsonl", questions[split], compress)
+  _write_jsonl(out / "MMQA_images.jsonl", images, compress)
+  _write_jsonl(out / "MMQA_texts.jsonl", texts, compress)
+  _write_jsonl(out / "kb_wordnet.jsonl", [t.to_json() for t in kb_triples], compress)
   if version == 1:
     (out / "README.md").write_text(_readme(counts, scenes, len(kb_triples)), encoding="utf-8")
   else:
     _write_truth_and_statistics(out, version, settings, knowledge, scenes, forms, kb_triples,
-                                questions, counts)
+                                questions, counts, compress)
   return counts
 
 
 def _write_truth_and_statistics(out, version, settings, knowledge, scenes, forms, kb_triples,
-                                questions, counts) -> None:
+                                questions, counts, compress) -> None:
   """v2 and later: truth.jsonl, statistics.json (v3: with the shortcut statistics), README."""
   truth = _truth(knowledge, scenes, forms)
-  _write_jsonl(out / "truth.jsonl", truth)
+  _write_jsonl(out / "truth.jsonl", truth, compress)
   stats = statistics(scenes, truth, kb_triples, questions)
   if version >= 3:
     stats["shortcuts"] = scenekb_v3.shortcut_statistics(
@@ -831,8 +850,10 @@ def _write_truth_and_statistics(out, version, settings, knowledge, scenes, forms
                                         "kb_hops": KB_HOPS, "kb_max_per_entity": KB_MAX})
   (out / "statistics.json").write_text(json.dumps(stats, indent=1, sort_keys=True) + "\n",
                                        encoding="utf-8")
-  (out / "README.md").write_text(_readme_v2(settings, counts, scenes, len(kb_triples), stats),
-                                 encoding="utf-8")
+  (out / "README.md").write_text(
+      _readme_v2(settings, counts, scenes, len(kb_triples), stats,
+                 embedded=out.resolve() == EMBEDDED_OUT.resolve(), compress=compress),
+      encoding="utf-8")
 
 
 def _kb_text_v1(knowledge: Knowledge, c: str) -> str:
@@ -973,9 +994,11 @@ def _readme(counts, scenes, n_kb_triples) -> str:
   n_scene_triples = sum(len(s.relations) for s in scenes)
   rows = _count_rows(counts)
   doc = V1_DESCRIPTION
-  return (f"# SceneKB: the embedded benchmark\n\nGenerated by `python -m "
+  return (f"# SceneKB v1: the tests' small benchmark\n\nGenerated by `python -m "
           f"graphloom_jax.data.build_benchmark` (seed {SEED}); do not edit by hand: "
-          f"tests/test_benchmark_data.py rebuilds it and compares the bytes.\n\n"
+          f"tests/test_benchmark_data.py rebuilds it and compares the bytes. Read it with "
+          f"`scenekb.load(split, root=scenekb.V1_FOLDER)`; the embedded SceneKB, which "
+          f"`scenekb.load(split)` reads, is v3 (`../scenekb_v3/`).\n\n"
           f"{doc}\n"
           f"## Contents\n\n"
           f"- {len(scenes)} scenes, {n_scene_triples} scene triples ({noise} of them "
@@ -996,7 +1019,8 @@ def _readme(counts, scenes, n_kb_triples) -> str:
           f"`../wordnet/LICENSE`.\n")
 
 
-def _readme_v2(settings: Settings, counts, scenes, n_kb_triples, stats) -> str:
+def _readme_v2(settings: Settings, counts, scenes, n_kb_triples, stats, embedded: bool = False,
+               compress: bool = False) -> str:
   s, k, q = stats["scene_relations"], stats["kb_facts"], stats["questions"]
   levels = "\n".join(f"| {key.split(' ')[0]} | {key.split(' ')[1]} | {n} |"
                      for key, n in k["by_confidence"].items())
@@ -1005,17 +1029,23 @@ def _readme_v2(settings: Settings, counts, scenes, n_kb_triples, stats) -> str:
   if v >= 3:
     doc = (scenekb_v3.__doc__ + "\nWhat v2 changed over v1, which v3 keeps except where it says "
            "otherwise:\n\n" + doc)
-  return (f"# SceneKB v{v}\n\nGenerated by `python -m graphloom_jax.data.build_benchmark "
-          f"--version={v} --seed={settings.seed} --scenes={settings.scenes} --out=DIR`; rebuilding "
+  made = (f"`python -m graphloom_jax.data.build_benchmark --version={v}` (seed {settings.seed}, "
+          f"{settings.scenes} scenes, written here gzipped); do not edit by hand: "
+          f"tests/test_scenekb_v3.py rebuilds it and compares the contents. This is the embedded "
+          f"SceneKB: read it with `graphloom_jax.data.scenekb.load(split)`" if embedded else
+          f"`python -m graphloom_jax.data.build_benchmark --version={v} --seed={settings.seed} "
+          f"--scenes={settings.scenes} --out=DIR{' --compress' if compress else ''}`; rebuilding "
           f"with the same flags gives the same bytes. Read it with "
-          f"`graphloom_jax.data.scenekb.load(split, root=DIR)`.\n\n{doc}\n"
+          f"`graphloom_jax.data.scenekb.load(split, root=DIR)`")
+  gz = " (each gzipped: `.jsonl.gz`)" if compress else ""
+  return (f"# SceneKB v{v}\n\nGenerated by {made}.\n\n{doc}\n"
           f"How v1 makes scenes and questions (v2 as above otherwise):\n\n{V1_DESCRIPTION}\n"
           f"## Contents\n\n"
           f"- {len(scenes)} scenes, {s['real'] + s['noise']} scene triples ({s['noise']} of them "
           f"noise), {n_kb_triples} WordNet triples.\n"
           f"- The files of v1 (`MMQA_{{train,validation,test}}.jsonl`, `MMQA_images.jsonl`, "
           f"`MMQA_texts.jsonl`, `kb_wordnet.jsonl`), plus `truth.jsonl` (ground truth for "
-          f"`graphloom_jax.evaluation.hallucination`) and `statistics.json`.\n\n"
+          f"`graphloom_jax.evaluation.hallucination`){gz} and `statistics.json`.\n\n"
           f"## Extraction confidences (tau_edge = {TAU_EDGE})\n\n"
           f"| relations | count | mean confidence | on the wrong side of tau_edge |\n"
           f"|---|---|---|---|\n"
@@ -1047,11 +1077,18 @@ def main(argv):
   del argv
   from absl import flags
   f = flags.FLAGS
-  if f.version != 1 and f.out is None:
-    raise SystemExit(f"build_benchmark: --version={f.version} needs --out (the embedded copy "
-                     "stays v1)")
-  out = pathlib.Path(DEFAULT_OUT if f.out is None else f.out)
-  counts = build(out, f.vocab, f.scenes, f.seed, f.version)
+  if f.out is None and f.version not in (1, EMBEDDED_VERSION):
+    raise SystemExit(f"build_benchmark: --version={f.version} needs --out (without it v1 rebuilds "
+                     f"the tests' copy and v{EMBEDDED_VERSION} the embedded one)")
+  if f.out is None:
+    out = DEFAULT_OUT if f.version == 1 else EMBEDDED_OUT
+  else:
+    out = pathlib.Path(f.out)
+  compress = f.compress or out.resolve() == EMBEDDED_OUT.resolve()
+  try:
+    counts = build(out, f.vocab, f.scenes, f.seed, f.version, compress)
+  except ValueError as e:
+    raise SystemExit(str(e)) from None
   for split, c in counts.items():
     print(split, dict(c), sum(c.values()))
   if f.version != 1:
@@ -1060,8 +1097,10 @@ def main(argv):
 
 if __name__ == "__main__":
   from absl import app, flags
-  flags.DEFINE_integer("version", 1, "SceneKB version: 1 (the embedded copy), 2 or 3")
-  flags.DEFINE_string("out", None, "output folder (default for version 1: the embedded copy)")
+  flags.DEFINE_integer("version", 1, "SceneKB version: 1 (the tests' copy), 2 or 3 (the embedded)")
+  flags.DEFINE_string("out", None, "output folder (default: for version 1 the tests' copy, for "
+                      "version 3 the embedded SceneKB)")
+  flags.DEFINE_bool("compress", False, "gzip the JSON lines files (always for the embedded copy)")
   flags.DEFINE_integer("seed", None, "random seed (default: the version's)")
   flags.DEFINE_integer("scenes", None, "number of scenes (default: the version's)")
   flags.DEFINE_string("vocab", str(DEFAULT_VOCAB), "VG150 vocabulary (vocab.json)")

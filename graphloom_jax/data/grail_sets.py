@@ -4,7 +4,7 @@
                                                 'mmqa', 'embedded', 'pathquestion' or 'wc2014'
   from_config(grail_section)                    the same, read from the config's `grail` keys
   mmqa_evidence_set(folder, split="dev")        MMQA questions (see below)
-  embedded_evidence_set(folder=None)            the embedded benchmark (graphloom_jax/data)
+  embedded_evidence_set(folder=None)            SceneKB v1, the small copy in graphloom_jax/data
   pathqa_evidence_set(datasets)                 PathQuestion / WorldCup2014 answer paths (below)
 
 MMQA: an image item is the image's Wikipedia title (every image in MMQA_images, gold or not;
@@ -145,8 +145,8 @@ def load_evidence_set(data: str, mmqa_dir: str = "", embedded_dir: str = "",
                       per_split: int = 0, pathqa_dir: str = "",
                       pathqa_configs: str = "") -> EvidenceSet:
   """'mmqa' (the dev file + image metadata in mmqa_dir, which must be given), 'embedded'
-  (the embedded benchmark in embedded_dir, "" = the copy shipped in
-  graphloom_jax/data/resources), or 'pathquestion' / 'wc2014' (the release folder pathqa_dir
+  (a SceneKB in embedded_dir, "" = the small v1 copy shipped in graphloom_jax/data/resources,
+  `scenekb.V1_FOLDER`, on which GRAIL's committed SceneKB figures were made), or 'pathquestion' / 'wc2014' (the release folder pathqa_dir
   and the comma-separated datasets pathqa_configs, e.g. "PQ-2H,PQL-3H"). per_split > 0 keeps
   the first per_split questions of each split over their own gold + distractor items
   (`EvidenceSet.subset`), for quick runs."""
@@ -169,7 +169,8 @@ def load_evidence_set(data: str, mmqa_dir: str = "", embedded_dir: str = "",
 
 
 def embedded_evidence_set(folder=None) -> EvidenceSet:
-  """The embedded benchmark (SceneKB, graphloom_jax.data.scenekb) as evidence sets.
+  """A SceneKB (graphloom_jax.data.scenekb; folder None: the small v1 copy in the package,
+  `scenekb.V1_FOLDER`) as evidence sets.
 
   Pool: every distinct verbalized triple of the benchmark ("subject relation object"): the
   scene-graph triples of all scenes, noise included, as the image modality, and the WordNet
@@ -178,7 +179,7 @@ def embedded_evidence_set(folder=None) -> EvidenceSet:
   scene, so they are indistinguishable to any retriever. Gold = the question's gold triples;
   distractors = the question's scene / WordNet triples that share an entity with a gold triple.
   """
-  folder = scenekb.FOLDER if folder is None else pathlib.Path(folder)
+  folder = scenekb.V1_FOLDER if folder is None else pathlib.Path(folder)
   keys, texts, modality, index = [], [], [], {}
 
   def item(t) -> int:

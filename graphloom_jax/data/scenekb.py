@@ -1,8 +1,9 @@
 """Loads SceneKB (built by `graphloom_jax.data.build_benchmark`): MMQA-layout questions plus,
 per instance, the scene triples (from the scene graph) and the WordNet triples about the scene's
-objects. `root=None` reads the embedded copy (v1, graphloom_jax/data/resources/scenekb/),
-`root=DIR` a benchmark written with `--out=DIR` (v2 adds truth.jsonl, read by
-`graphloom_jax.evaluation.hallucination`).
+objects. `root=None` reads the embedded copy (SceneKB v3, graphloom_jax/data/resources/
+scenekb_v3/, gzipped), `root=DIR` a benchmark written with `--out=DIR` (v2 and v3 add
+truth.jsonl, read by `graphloom_jax.evaluation.hallucination`); `root=V1_FOLDER` the small v1
+copy the tests read.
 
   kb = scenekb.load("train")                          # or load("train", root="runs/scenekb_v2")
   q = kb.questions[0]
@@ -24,7 +25,9 @@ from graphloom_jax.graph.enrich import enrich
 from graphloom_jax.graph.kb import TripleKB
 from graphloom_jax.graph.triples import Triple, read_triples_jsonl
 
-FOLDER = pathlib.Path(__file__).resolve().parent / "resources" / "scenekb"
+RESOURCES = pathlib.Path(__file__).resolve().parent / "resources"
+FOLDER = RESOURCES / "scenekb_v3"  # the embedded SceneKB (v3)
+V1_FOLDER = RESOURCES / "scenekb"  # SceneKB v1, 400 scenes: the tests' small benchmark
 SPLITS = ("train", "validation", "test")
 
 
@@ -49,7 +52,7 @@ class SceneKB:
   def kb_source(self) -> TripleKB:
     """The benchmark's WordNet facts as a knowledge source for `graph.enrich`: like
     `kb.WordNet.neighbors`, an entity's neighbours are the facts with it as subject."""
-    return TripleKB(self.kb_triples, "kb:wordnet", subject_only=True)
+    return wordnet_source(self.kb_triples)
 
   def instance_facts(self, instance_id: str, hops: int) -> list[Triple]:
     """Every fact the benchmark holds about the instance: its scene triples (noise included)
@@ -81,9 +84,23 @@ def load(split: str = "train", root=None) -> SceneKB:
   if split not in SPLITS:
     raise ValueError(f"scenekb.load: unknown split {split!r}; expected one of {SPLITS}")
   root = FOLDER if root is None else pathlib.Path(root)
-  if not (root / "kb_wordnet.jsonl").exists():
-    raise FileNotFoundError(f"scenekb.load: {root} has no kb_wordnet.jsonl (a folder written by "
-                            "`python -m graphloom_jax.data.build_benchmark --out=DIR` expected)")
+  kb = read_kb(root)
   data = mmqa.MMQA.load(root, split)
-  kb, _ = read_triples_jsonl(root / "kb_wordnet.jsonl")
   return SceneKB(data.questions, data.images, data.texts, kb)
+
+
+def read_kb(root=None) -> list[Triple]:
+  """The WordNet triples (kb_wordnet.jsonl(.gz)) of the SceneKB in folder `root` (None: the
+  embedded copy)."""
+  root = FOLDER if root is None else pathlib.Path(root)
+  kb_file = mmqa.find_file(root, "kb_wordnet")
+  if kb_file is None:
+    raise FileNotFoundError(f"scenekb: {root} has no kb_wordnet.jsonl(.gz) (a folder written "
+                            "by `python -m graphloom_jax.data.build_benchmark --out=DIR` expected)")
+  return read_triples_jsonl(kb_file)[0]
+
+
+def wordnet_source(kb_triples: list[Triple]) -> TripleKB:
+  """SceneKB's WordNet facts as a knowledge source: an entity's neighbours are the facts with it
+  as subject (as `kb.WordNet.neighbors`)."""
+  return TripleKB(kb_triples, "kb:wordnet", subject_only=True)

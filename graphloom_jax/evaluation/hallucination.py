@@ -48,13 +48,14 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import json
 import pathlib
 import re
 from typing import Iterable, Iterator, Mapping, Sequence
 
+from graphloom_jax.data.mmqa import find_file
 from graphloom_jax.graph.canonical import Canonicalizer, normalize
 from graphloom_jax.graph.lookup import is_a_closure
+from graphloom_jax.graph.triples import iter_jsonl
 
 KIND_OF = "kind of"
 ANSWER = "?x"
@@ -137,17 +138,14 @@ class GroundTruth:
 
   @classmethod
   def load(cls, root) -> "GroundTruth":
-    path = pathlib.Path(root) / "truth.jsonl"
-    if not path.exists():
-      raise FileNotFoundError(f"GroundTruth.load: {path} does not exist (written by "
-                              "`python -m graphloom_jax.data.build_benchmark --version=2`)")
-    records = []
-    with open(path, encoding="utf-8") as f:
-      for lineno, line in enumerate(f, start=1):
-        try:
-          records.append(json.loads(line))
-        except json.JSONDecodeError as e:
-          raise ValueError(f"{path}:{lineno}: not JSON ({e.msg})") from None
+    """truth.jsonl(.gz) in benchmark folder `root`; a line that is not JSON raises ValueError
+    naming the file and line."""
+    path = find_file(root, "truth")
+    if path is None:
+      raise FileNotFoundError(f"GroundTruth.load: {pathlib.Path(root) / 'truth.jsonl'} does not "
+                              "exist (written by `python -m graphloom_jax.data.build_benchmark "
+                              "--version=2` or later)")
+    records = [r for _, r in iter_jsonl(path, what="truth record")]
     return cls(records)
 
   def name(self, text: str) -> str:

@@ -3,8 +3,8 @@
 One record per question: the MMQA-layout question, its multiple-choice options and gold triples,
 and its instance: the scene graph (objects with boxes, relationships with confidences, which
 come back as float32 since TFDS stores floats so) and the scene description text. The WordNet
-knowledge base is the same for every question and stays in
-graphloom_jax/data/resources/scenekb/kb_wordnet.jsonl.
+knowledge base is the same for every question and stays in the embedded folder
+(`scenekb.read_kb()`, graphloom_jax/data/resources/scenekb_v3/kb_wordnet.jsonl.gz).
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ class SceneKB(tfds.core.GeneratorBasedBuilder):
   """SceneKB: synthetic VG150 scenes with WordNet knowledge and MMQA-style questions."""
 
   name = "scenekb"
-  VERSION = tfds.core.Version("1.0.0")
-  RELEASE_NOTES = {"1.0.0": "Every split of the embedded benchmark, with scene graphs."}
+  VERSION = tfds.core.Version("2.0.0")
+  RELEASE_NOTES = {"1.0.0": "Every split of the embedded benchmark (SceneKB v1), with scene graphs.",
+                   "2.0.0": "The embedded benchmark is SceneKB v3 (graphloom_jax.data.scenekb_v3)."}
 
   def _info(self) -> tfds.core.DatasetInfo:
     features = tfds.features.FeaturesDict({
