@@ -31,7 +31,7 @@ def get_config():
   c.train.log_every = 5
   c.train.eval_every = 20
   c.train.checkpoint_every = 10
-  c.train.seq_len = 144
+  c.train.seq_len = 192  # the longest embedded SceneKB question with its answer is about 162 tokens here
   c.train.max_train_examples = 160
   c.train.eval_examples = 32
   c.router.router_dim = 16

@@ -1,6 +1,6 @@
 r"""The main job: GraphLoom answers SceneKB questions, citing the triples it used.
 
-  python -m launch.answer                                 # SceneKB v3 test questions, embedded model
+  python -m launch.answer                                 # SceneKB v3 test questions
   python -m launch.answer --mode=flat_rag                 # a baseline through the same pipeline
   python -m launch.answer --compare --num_examples=30     # all three modes, one table
   python -m launch.answer --question="What is the horse in front of?" \
