@@ -2,7 +2,6 @@
 formats (the embedded benchmark for scenekb), read back through tfds.data_source and grain, and
 compared field by field with the source files."""
 
-import gzip
 import json
 import pathlib
 
@@ -11,7 +10,8 @@ import pytest
 import tensorflow_datasets as tfds
 from PIL import Image
 
-from graphloom_jax.data import builders, okvqa, scenekb
+from graphloom_jax.data import builders, mmqa, okvqa, scenekb
+from graphloom_jax.graph.triples import iter_jsonl
 from graphloom_jax.evaluation import answers
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"
@@ -34,10 +34,7 @@ def read_all(name, split, data_dir):
 def jsonl(path):
   """Records of a JSON lines file; `x.jsonl` also finds `x.jsonl.gz` (the embedded SceneKB)."""
   path = pathlib.Path(path)
-  if not path.exists():
-    path = path.with_name(path.name + ".gz")
-  raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-  return [json.loads(line) for line in raw.decode("utf-8").splitlines() if line]
+  return [r for _, r in iter_jsonl(mmqa.find_file(path.parent, path.name.removesuffix(".jsonl")))]
 
 
 def test_registered_on_import(data_dir):
