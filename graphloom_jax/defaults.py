@@ -147,8 +147,10 @@ def _train() -> ml_collections.ConfigDict:
   s.b2 = 0.95
   s.weight_decay = 0.01
   s.label_smoothing = 0.1
+  # opt > 0 adds the options' contrastive loss (multiple-choice data; training/losses.py),
+  # at the cost of a forward/backward over every option row.
   s.loss_weights = ml_collections.ConfigDict(
-      dict(gen=1.0, cal=0.5, cf=0.3, align=0.2))
+      dict(gen=1.0, cal=0.5, cf=0.3, align=0.2, opt=0.0))
   s.log_every = 10
   s.eval_every = 500
   s.checkpoint_every = 500

@@ -1,4 +1,4 @@
-"""The four GraphLoom losses vs PyTorch re-implementations: values (1e-5) and gradients (1e-4)."""
+"""The GraphLoom losses vs PyTorch re-implementations: values (1e-5) and gradients (1e-4)."""
 
 import jax
 import jax.numpy as jnp
@@ -135,6 +135,28 @@ def test_empty_masks_give_zero_not_nan():
 
 
 def test_total_loss_weights():
-  w = dict(gen=1.0, cal=0.5, cf=0.3, align=0.2)
+  w = dict(gen=1.0, cal=0.5, cf=0.3, align=0.2, opt=0.0)
   out = losses.total_loss(w, 2.0, 4.0, 10.0, 5.0)
   assert out.total == pytest.approx(2.0 + 2.0 + 3.0 + 1.0)
+  assert float(out.opt) == 0.0
+  out = losses.total_loss(dict(w, opt=2.0), 2.0, 4.0, 10.0, 5.0, 0.25)
+  assert out.total == pytest.approx(8.0 + 0.5) and float(out.opt) == 0.25
+  with pytest.raises(KeyError):
+    losses.total_loss(dict(gen=1.0, cal=0.5, cf=0.3, align=0.2), 2.0, 4.0, 10.0, 5.0)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_option_loss_matches_torch_cross_entropy(seed):
+  rng = np.random.default_rng(seed)
+  scores = (rng.standard_normal((5, 4)) * 3 - 2).astype(np.float32)  # mean log-probs, < 0
+  gold = rng.integers(0, 4, 5)
+  val, grad = jax.value_and_grad(losses.option_loss)(jnp.asarray(scores), jnp.asarray(gold))
+  inp = torch.tensor(scores, requires_grad=True)
+  want = torch.nn.functional.cross_entropy(inp, torch.tensor(gold).long())
+  want.backward()
+  np.testing.assert_allclose(float(val), want.item(), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(np.asarray(grad), inp.grad.numpy(), atol=1e-6)
+  # the loss sees only differences between a question's options: a shift shared by all of
+  # them (a prior on the answer format) changes nothing
+  shifted = losses.option_loss(jnp.asarray(scores + 7.0), jnp.asarray(gold))
+  np.testing.assert_allclose(float(shifted), float(val), rtol=1e-5)

@@ -348,6 +348,16 @@ def answer_steps(arrays: dict[str, np.ndarray], smallest: int = 8) -> int:
   return min(arrays["loss_mask"].shape[1], prompts.power_bucket(max(most, 1), smallest))
 
 
+def option_steps(arrays: dict[str, np.ndarray], smallest: int = 8) -> int:
+  """The width of the window of option steps the jitted steps compute option logits for: the
+  most tokens of any option (`mc_option_mask`, its EOS included) rounded up to a power of two
+  (at least `smallest`); 0 for rows without options."""
+  if "mc_option_mask" not in arrays:
+    return 0
+  most = int(np.asarray(arrays["mc_option_mask"]).sum(axis=-1).max(initial=0))
+  return prompts.power_bucket(max(most, 1), smallest)
+
+
 def eval_batches(arrays: dict[str, np.ndarray], batch_size: int):
   """Validation in order, the last batch padded by repeating its first row; yields
   (batch, number of real rows)."""

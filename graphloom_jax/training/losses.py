@@ -3,6 +3,7 @@
 Shapes: B batch, T sequence length, V vocabulary, M slots, L_m memory layers, N heads.
 
   L = w_gen L_gen + w_cal L_cal + w_cf L_cf + w_align L_align     (1.0 / 0.5 / 0.3 / 0.2)
+      + w_opt L_opt                                                 (0.0: off by default)
 
 - L_gen: label-smoothed NLL of the gold answer tokens: (1 - eps) * (-log p(y)) + eps * mean over
   the vocabulary of -log p(v), averaged over the answer tokens of the batch.
@@ -20,6 +21,11 @@ Shapes: B batch, T sequence length, V vocabulary, M slots, L_m memory layers, N 
   over memory layers and heads and renormalised over the active set (stop-gradient), p_route =
   softmax of the router scores over the same set; KL(p_attn || p_route) averaged over the answer
   steps that have at least one active slot.
+- L_opt (multiple-choice data only): the options compete. Each option's score is its
+  length-normalised log-likelihood with the memory (what answering and S_ans rank options by);
+  L_opt = -log softmax_j(score_j)[gold], averaged over questions. L_gen rewards any rise of the
+  gold answer's likelihood, including one every option shares (a prior on answer format);
+  L_opt only rewards what separates the gold option from the others.
 """
 
 from typing import NamedTuple
@@ -76,16 +82,29 @@ def alignment_loss(scores: jax.Array, active: jax.Array, attention_mass: jax.Arr
   return _masked_mean(kl, rows)
 
 
+def option_loss(option_scores: jax.Array, answer_index: jax.Array) -> jax.Array:
+  """option_scores [B, J] (length-normalised option log-likelihoods), answer_index [B] (int)
+  -> scalar: mean over questions of -log softmax over the options, at the gold option."""
+  logp = jax.nn.log_softmax(option_scores.astype(jnp.float32), axis=-1)
+  return -jnp.mean(jnp.take_along_axis(logp, answer_index[:, None].astype(jnp.int32),
+                                       axis=-1)[:, 0])
+
+
+NAMES = ("gen", "cal", "cf", "align", "opt")  # the terms, as config.train.loss_weights names them
+
+
 class Losses(NamedTuple):
   total: jax.Array
   gen: jax.Array
   cal: jax.Array
   cf: jax.Array
   align: jax.Array
+  opt: jax.Array
 
 
-def total_loss(weights, gen, cal, cf, align) -> Losses:
-  """Weighted sum; `weights` has fields or keys gen, cal, cf, align (config.train.loss_weights)."""
-  w = {k: float(weights[k]) for k in ("gen", "cal", "cf", "align")}
-  total = w["gen"] * gen + w["cal"] * cal + w["cf"] * cf + w["align"] * align
-  return Losses(total, gen, cal, cf, align)
+def total_loss(weights, gen, cal, cf, align, opt=0.0) -> Losses:
+  """Weighted sum; `weights` has fields or keys gen, cal, cf, align, opt
+  (config.train.loss_weights)."""
+  terms = dict(gen=gen, cal=cal, cf=cf, align=align, opt=opt)
+  total = sum(float(weights[k]) * terms[k] for k in NAMES)
+  return Losses(total, *(jnp.asarray(terms[k], jnp.float32) for k in NAMES))

@@ -84,7 +84,8 @@ class Hyper:
   w_cal: float
   w_cf: float
   w_align: float
-  routed: bool = True  # GraphLoom's heads; False for an adapter (L = w_gen L_gen)
+  routed: bool = True  # GraphLoom's heads; False for an adapter (L = w_gen L_gen + w_opt L_opt)
+  w_opt: float = 0.0  # > 0: the options' contrastive loss (the batches need option rows)
 
   @classmethod
   def from_config(cls, config) -> "Hyper":
@@ -92,7 +93,14 @@ class Hyper:
     w = t.loss_weights
     return cls(t.learning_rate, t.end_learning_rate, t.warmup_steps, t.num_steps, t.grad_accum,
                t.clip_norm, t.b1, t.b2, t.weight_decay, t.label_smoothing, w.gen, w.cal, w.cf,
-               w.align, heads_lib.kind_of_target(t.target) == "graphloom")
+               w.align, heads_lib.kind_of_target(t.target) == "graphloom", w_opt=w.opt)
+
+  def weights(self) -> dict[str, float]:
+    """The loss weights (`losses.total_loss`); an adapter routes nothing, so the slot losses
+    do not apply to it."""
+    slots = 1.0 if self.routed else 0.0
+    return dict(gen=self.w_gen, cal=slots * self.w_cal, cf=slots * self.w_cf,
+                align=slots * self.w_align, opt=self.w_opt)
 
 
 def schedule(h: Hyper) -> optax.Schedule:
@@ -138,39 +146,86 @@ def _forward(heads_def, params, rest, backbone_def, backbone_state, batch, first
                               logits_at=logits_at)
 
 
+def _option_rows(batch):
+  """The option rows of a multiple-choice batch as a batch of B * J rows (each question's
+  evidence repeated for its J options) and their option masks [B * J, T]."""
+  b, j, t = batch["mc_tokens"].shape
+  mc = dict(batch)
+  for k in ("tokens", "valid"):
+    mc[k] = batch[f"mc_{k}"].reshape(b * j, t)
+  for k, v in batch.items():
+    if not k.startswith("mc_") and k not in ("tokens", "valid", "output_mask") and v.ndim >= 1:
+      mc[k] = jnp.repeat(v, j, axis=0)
+  mask = batch["mc_option_mask"].reshape(b * j, t)
+  if "output_mask" in batch:  # an option row's generated part is the option (and its EOS)
+    mc["output_mask"] = mask
+  return mc, mask
+
+
+def _option_scores(heads_def, params, rest, backbone_def, backbone_state, batch,
+                   first_layer: int, option_steps: int = 0):
+  """[B, J] length-normalised log-likelihoods of each question's options with the memory
+  (`decode.option_logprob`). With `option_steps` (`data.option_steps` of the rows) the logits
+  are computed over a window of option_steps + 1 positions from the step before each option's
+  first token: the same scores, without the vocabulary projection of the prompt positions."""
+  b, j, _ = batch["mc_tokens"].shape
+  mc, mask = _option_rows(batch)
+  if not option_steps:
+    logits, _, _ = _forward(heads_def, params, rest, backbone_def, backbone_state, mc,
+                            first_layer)
+    return decode.option_logprob(logits, mc["tokens"], mask).reshape(b, j)
+  t = mask.shape[1]
+  # A prompt precedes every option, so its first token is at position >= 1.
+  start = jnp.maximum(jnp.argmax(mask, axis=1) - 1, 0)
+  pos = start[:, None] + jnp.arange(option_steps + 1)
+  at = jnp.minimum(pos, t - 1)
+  logits, _, _ = _forward(heads_def, params, rest, backbone_def, backbone_state, mc,
+                          first_layer, at)
+  tokens = jnp.take_along_axis(mc["tokens"], at, axis=1)
+  inside = jnp.take_along_axis(mask, at, axis=1) & (pos < t)  # a clipped position counts once
+  return decode.option_logprob(logits, tokens, inside).reshape(b, j)
+
+
 def _losses(h: Hyper, batch, logits, slot_attention, r: routing.Routing, targets=None,
-            answer=None) -> losses.Losses:
+            answer=None, option_scores=None) -> losses.Losses:
   """The training loss; `logits` [B, A, V] predict `targets` at the answer steps `answer` [B, A]
-  (default: every position, the batch's targets and loss_mask)."""
+  (default: every position, the batch's targets and loss_mask); `option_scores` [B, J] (when
+  w_opt > 0) the options' scores for L_opt."""
   steps = batch["loss_mask"]
   targets = batch["targets"] if targets is None else targets
   answer = steps if answer is None else answer
   gen = losses.generation_loss(logits, targets, answer, h.label_smoothing)
+  zero = jnp.zeros((), gen.dtype)
+  opt = (losses.option_loss(option_scores, batch["answer_index"])
+         if option_scores is not None else zero)
   if not h.routed:  # an adapter routes nothing: the slot losses do not apply
-    zero = jnp.zeros((), gen.dtype)
-    return losses.total_loss(dict(gen=h.w_gen, cal=0.0, cf=0.0, align=0.0), gen, zero, zero,
-                             zero)
+    return losses.total_loss(h.weights(), gen, zero, zero, zero, opt)
   cal = losses.calibration_loss(r.scores, batch["slot_utility"], batch["slot_valid"], steps)
   cf = losses.contrastive_loss(r.scores, batch["slot_utility"], batch["slot_valid"], steps)
   align = losses.alignment_loss(r.scores, r.active, slot_attention, steps)
-  return losses.total_loss(dict(gen=h.w_gen, cal=h.w_cal, cf=h.w_cf, align=h.w_align),
-                           gen, cal, cf, align)
+  return losses.total_loss(h.weights(), gen, cal, cf, align, opt)
 
 
 @functools.partial(jax.jit, static_argnames=("heads_def", "backbone_def", "h", "first_layer",
-                                             "answer_steps"),
+                                             "answer_steps", "option_steps"),
                    donate_argnames=("params", "opt_state"))
 def train_step(params, opt_state, rest, backbone_state, batch, *, heads_def, backbone_def,
-               h: Hyper, first_layer: int, answer_steps: int = 0):
+               h: Hyper, first_layer: int, answer_steps: int = 0, option_steps: int = 0):
   """One micro-step: gradients of the trainable params only, MultiSteps update. With
   `answer_steps` (`data.answer_steps` of the rows) the logits are computed over that window of
-  answer steps only: the same loss, without the other positions' vocabulary projection."""
+  answer steps only: the same loss, without the other positions' vocabulary projection;
+  `option_steps` likewise for the option rows, which the step runs only when h.w_opt > 0."""
   at, targets, answer = _windowed(batch, answer_steps)
+  if h.w_opt and "mc_tokens" not in batch:
+    raise ValueError("config.train.loss_weights.opt > 0 needs multiple-choice rows (options); "
+                     "this batch has none")
 
   def loss_fn(p):
     logits, attn, r = _forward(heads_def, p, rest, backbone_def, backbone_state, batch,
                                first_layer, at)
-    out = _losses(h, batch, logits, attn, r, targets, answer)
+    scores = (_option_scores(heads_def, p, rest, backbone_def, backbone_state, batch,
+                             first_layer, option_steps) if h.w_opt else None)
+    out = _losses(h, batch, logits, attn, r, targets, answer, scores)
     active_steps = r.active & batch["loss_mask"][:, :, None]
     return out.total, (out, jnp.sum(active_steps) / jnp.maximum(jnp.sum(batch["loss_mask"]), 1))
 
@@ -179,19 +234,19 @@ def train_step(params, opt_state, rest, backbone_state, batch, *, heads_def, bac
   updates, opt_state = tx.update(grads, opt_state, params)
   params = optax.apply_updates(params, updates)
   metrics = dict(loss=out.total, gen=out.gen, cal=out.cal, cf=out.cf, align=out.align,
-                 grad_norm=optax.global_norm(grads), active_slots=active)
+                 opt=out.opt, grad_norm=optax.global_norm(grads), active_slots=active)
   return params, opt_state, metrics
 
 
 @functools.partial(jax.jit, static_argnames=("heads_def", "backbone_def", "first_layer",
-                                             "answer_steps"))
+                                             "answer_steps", "option_steps"))
 def eval_step(params, rest, backbone_state, batch, *, heads_def, backbone_def, first_layer: int,
-              answer_steps: int = 0):
+              answer_steps: int = 0, option_steps: int = 0):
   """Validation: option scores [B, J] (multiple choice) or, for open answers (no option rows),
   `greedy_match` [B] (`evaluation.answers.greedy_match`: greedy decoding would write the target
-  answer); routed-slot faithfulness counts, first-step gates. `answer_steps` as in
-  `train_step` (the open answers' logits)."""
-  at, targets, answer = _windowed(batch, answer_steps if "mc_tokens" not in batch else 0)
+  answer); routed-slot faithfulness counts, first-step gates. `answer_steps` and
+  `option_steps` as in `train_step` (the open answers' and the options' logits)."""
+  at, targets, answer = _windowed(batch, answer_steps)
   logits, _, r = _forward(heads_def, params, rest, backbone_def, backbone_state, batch,
                           first_layer, at)
   steps = batch["loss_mask"]
@@ -207,18 +262,9 @@ def eval_step(params, rest, backbone_state, batch, *, heads_def, backbone_def, f
   if "mc_tokens" not in batch:
     return dict(out, greedy_match=answers.greedy_match(logits, targets, answer))
 
-  b, j, t = batch["mc_tokens"].shape
-  mc = dict(batch)
-  for k in ("tokens", "valid"):
-    mc[k] = batch[f"mc_{k}"].reshape(b * j, t)
-  for k, v in batch.items():
-    if not k.startswith("mc_") and k not in ("tokens", "valid", "output_mask") and v.ndim >= 1:
-      mc[k] = jnp.repeat(v, j, axis=0)
-  if "output_mask" in batch:  # an option row's generated part is the option (and its EOS)
-    mc["output_mask"] = batch["mc_option_mask"].reshape(b * j, t)
-  logits, _, _ = _forward(heads_def, params, rest, backbone_def, backbone_state, mc, first_layer)
-  option = decode.option_logprob(logits, mc["tokens"], batch["mc_option_mask"].reshape(b * j, t))
-  return dict(out, option_scores=option.reshape(b, j))
+  return dict(out, option_scores=_option_scores(heads_def, params, rest, backbone_def,
+                                                backbone_state, batch, first_layer,
+                                                option_steps))
 
 
 # --------------------------------------------------------------------------- the trainer
@@ -308,6 +354,11 @@ class Trainer:
     self.log = log
     self.train_arrays, self.val_arrays = train_arrays, val_arrays
     self.answer_steps = data_lib.answer_steps(train_arrays)
+    self.option_steps = data_lib.option_steps(train_arrays)
+    if self.h.w_opt and "mc_tokens" not in train_arrays:
+      raise ValueError(f"config.train.loss_weights.opt={self.h.w_opt}: the options' loss needs "
+                       f"multiple-choice training data; config.train.data="
+                       f"{config.train.data!r} has open answers (set it to 0)")
     if config.train.eval_examples:
       self.val_arrays = {k: v[:config.train.eval_examples] for k, v in val_arrays.items()}
 
@@ -476,7 +527,7 @@ class Trainer:
       out = eval_step(self.params, self.rest, self.backbone_state,
                       jax.device_put(batch, self.sharded), heads_def=self.heads_def,
                       backbone_def=self.backbone_def, first_layer=self.first_layer,
-                      answer_steps=window)
+                      answer_steps=window, option_steps=data_lib.option_steps(arrays))
       out = jax.device_get(out)
       if "greedy_match" in out:  # open answers: the greedy answer is the target
         n_correct += int(np.sum(out["greedy_match"][:real]))
@@ -533,7 +584,8 @@ class Trainer:
           self.params, self.opt_state, metrics = train_step(
               self.params, self.opt_state, self.rest, self.backbone_state, batch,
               heads_def=self.heads_def, backbone_def=self.backbone_def, h=self.h,
-              first_layer=self.first_layer, answer_steps=self.answer_steps)
+              first_layer=self.first_layer, answer_steps=self.answer_steps,
+              option_steps=self.option_steps)
           window.append(metrics)
           self.micro_step += 1
         self.step += 1

@@ -1,0 +1,153 @@
+"""The options' contrastive loss (config.train.loss_weights.opt) in the trainer: option scores
+over a window of option steps equal the full-row scores, the step's L_opt is the cross-entropy
+(PyTorch) of the validation step's option scores, the weight enters the loss and the update,
+and a run on open-answer data is refused with the config key named."""
+
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+import torch
+
+from graphloom_jax.configs import tiny
+from graphloom_jax.data import scenekb
+from graphloom_jax.models import decoder as decoder_lib
+from graphloom_jax.pipeline import GraphLoom
+from graphloom_jax.training import data, trainer
+
+from fakes import HashEmbed
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+  cfg = tiny.get_config()
+  cfg.train.batch_size = 4
+  cfg.train.grad_accum = 1
+  cfg.train.eval_examples = 4
+  dec = decoder_lib.from_config(cfg.model)
+  train_kb = scenekb.load("train", root=scenekb.V1_FOLDER)
+  val_kb = scenekb.load("validation", root=scenekb.V1_FOLDER)
+  system = GraphLoom(cfg, dec, HashEmbed(), kb_sources=[train_kb.kb_source()])
+  tr = data.featurize(system, train_kb, train_kb.questions[:8], cfg.train.seq_len)
+  va = data.featurize(system, val_kb, val_kb.questions[:4], cfg.train.seq_len)
+  t = trainer.Trainer(cfg, dec.model, tr, va, tmp_path_factory.mktemp("run"), progress=False,
+                      log=lambda *_: None)
+  yield cfg, dec, t, tr, va
+  t.close()
+
+
+def _kw(t):
+  return dict(heads_def=t.heads_def, backbone_def=t.backbone_def, first_layer=t.first_layer)
+
+
+def _train(t, batch, h, **kw):
+  params = jax.tree.map(lambda x: x.copy(), t.params)
+  opt = jax.tree.map(lambda x: x.copy(), t.opt_state)
+  new, _, metrics = trainer.train_step(params, opt, t.rest, t.backbone_state, batch, h=h,
+                                       **_kw(t), **kw)
+  return jax.device_get((jax.tree.leaves(new), metrics))
+
+
+def test_option_steps_width():
+  mask = np.zeros((2, 3, 40), bool)
+  mask[0, 1, 10:13] = True
+  mask[1, 2, 20:29] = True  # 9 option tokens
+  assert data.option_steps({"mc_option_mask": mask}) == 16
+  assert data.option_steps({"mc_option_mask": mask[:1]}) == 8
+  assert data.option_steps({"loss_mask": mask[:, 0]}) == 0  # open answers: no option rows
+
+
+def test_option_window_gives_the_full_rows_scores(setup):
+  _, _, t, tr, _ = setup
+  batch = {k: v[:4] for k, v in tr.items()}
+  width = data.option_steps(tr)
+  assert 0 < width < batch["mc_tokens"].shape[-1]
+  assert t.option_steps == width
+  full = trainer.eval_step(t.params, t.rest, t.backbone_state, batch, **_kw(t))
+  part = trainer.eval_step(t.params, t.rest, t.backbone_state, batch, option_steps=width,
+                           **_kw(t))
+  np.testing.assert_allclose(part["option_scores"], full["option_scores"], rtol=1e-5,
+                             atol=1e-5)
+  # a window that runs past the end of the rows (clipped positions) counts each token once
+  cut = data.trim_batch(batch)
+  wide = trainer.eval_step(t.params, t.rest, t.backbone_state, cut,
+                           option_steps=cut["tokens"].shape[1], **_kw(t))
+  np.testing.assert_allclose(wide["option_scores"], full["option_scores"], rtol=1e-5,
+                             atol=1e-5)
+
+
+def test_option_loss_in_the_train_step(setup):
+  _, _, t, tr, _ = setup
+  batch = {k: v[4:8] for k, v in tr.items()}
+  assert t.h.w_opt == 0.0  # off by default: the step reports 0 and runs no option rows
+  h = dataclasses.replace(t.h, warmup_steps=0)  # a first step that moves the params
+  p_off, m_off = _train(t, batch, h, answer_steps=t.answer_steps)
+  assert float(m_off["opt"]) == 0.0
+
+  h = dataclasses.replace(h, w_opt=2.0)
+  p_on, m_on = _train(t, batch, h, answer_steps=t.answer_steps, option_steps=t.option_steps)
+  # L_opt is the cross-entropy of the validation step's option scores (full rows, before the
+  # update), computed here with PyTorch
+  ev = trainer.eval_step(t.params, t.rest, t.backbone_state, batch, **_kw(t))
+  want = torch.nn.functional.cross_entropy(torch.tensor(np.asarray(ev["option_scores"])),
+                                           torch.tensor(batch["answer_index"]).long())
+  np.testing.assert_allclose(float(m_on["opt"]), want.item(), rtol=1e-5, atol=1e-6)
+  assert float(m_on["opt"]) > 0
+  np.testing.assert_allclose(float(m_on["loss"]), float(m_off["loss"]) + 2.0 * want.item(),
+                             rtol=1e-5, atol=1e-5)
+  for k in ("gen", "cal", "cf", "align"):  # the other terms are untouched
+    np.testing.assert_allclose(float(m_on[k]), float(m_off[k]), rtol=1e-5, atol=1e-6)
+  # the untrained heads barely move the tiny decoder's option likelihoods: a small but real
+  # change of the gradient (float32 noise is ~1e-7 here)
+  assert abs(float(m_on["grad_norm"]) - float(m_off["grad_norm"])) > 1e-5
+  assert any(not np.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(p_on, p_off))
+  # the option window gives the full rows' loss and update
+  p_full, m_full = _train(t, batch, h, answer_steps=t.answer_steps)
+  np.testing.assert_allclose(float(m_full["loss"]), float(m_on["loss"]), rtol=1e-5, atol=1e-6)
+  for a, b in zip(p_full, p_on):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_adapter_gets_the_option_loss_without_slot_losses(setup):
+  _, _, t, _, _ = setup
+  h = dataclasses.replace(t.h, routed=False, w_opt=0.5)
+  assert h.weights() == dict(gen=t.h.w_gen, cal=0.0, cf=0.0, align=0.0, opt=0.5)
+  assert t.h.weights()["cal"] == t.h.w_cal > 0
+
+
+def test_option_loss_on_open_answers_is_refused(setup, tmp_path):
+  cfg, dec, _, tr, va = setup
+  cfg = cfg.copy_and_resolve_references()
+  cfg.train.loss_weights.opt = 1.0
+  strip = lambda a: {k: v for k, v in a.items()
+                     if not k.startswith("mc_") and k != "answer_index"}
+  with pytest.raises(ValueError, match=r"config.train.loss_weights.opt=1.0.*open answers"):
+    trainer.Trainer(cfg, dec.model, strip(tr), strip(va), tmp_path / "open", progress=False,
+                    log=lambda *_: None)
+  t = trainer.Trainer(cfg, dec.model, tr, va, tmp_path / "mc", progress=False,
+                      log=lambda *_: None)
+  try:
+    with pytest.raises(ValueError, match="needs multiple-choice rows"):
+      trainer.train_step(t.params, t.opt_state, t.rest, t.backbone_state, strip(tr), h=t.h,
+                         **_kw(t))
+  finally:
+    t.close()
+
+
+def test_training_with_the_option_loss_logs_it(setup, tmp_path):
+  cfg, dec, _, tr, va = setup
+  cfg = cfg.copy_and_resolve_references()
+  cfg.train.loss_weights.opt = 1.0
+  cfg.train.num_steps = 2
+  cfg.train.log_every = 1
+  cfg.train.eval_every = 2
+  t = trainer.Trainer(cfg, dec.model, tr, va, tmp_path / "run", progress=False,
+                      log=lambda *_: None)
+  try:
+    t.train()
+  finally:
+    t.close()
+  logged = [r for r in t.history if "opt" in r]
+  assert len(logged) == 2 and all(r["opt"] > 0 for r in logged)
+  assert any("s_ans" in r for r in t.history)
