@@ -1,7 +1,8 @@
-"""The options' contrastive loss (config.train.loss_weights.opt) in the trainer: option scores
-over a window of option steps equal the full-row scores, the step's L_opt is the cross-entropy
-(PyTorch) of the validation step's option scores, the weight enters the loss and the update,
-and a run on open-answer data is refused with the config key named."""
+"""The options' contrastive loss (config.train.loss_weights.opt) in the trainer: options scored
+as continuations of the prompt their question's row read equal the full option rows' scores
+(with each question's own and with another question's evidence), the step's L_opt is the
+cross-entropy (PyTorch) of the validation step's option scores, the weight enters the loss and
+the update, and a run on open-answer data is refused with the config key named."""
 
 import dataclasses
 
@@ -58,7 +59,7 @@ def test_option_steps_width():
   assert data.option_steps({"loss_mask": mask[:, 0]}) == 0  # open answers: no option rows
 
 
-def test_option_window_gives_the_full_rows_scores(setup):
+def test_option_continuations_give_the_full_rows_scores(setup):
   _, _, t, tr, _ = setup
   batch = {k: v[:4] for k, v in tr.items()}
   width = data.option_steps(tr)
@@ -69,7 +70,18 @@ def test_option_window_gives_the_full_rows_scores(setup):
                            **_kw(t))
   np.testing.assert_allclose(part["option_scores"], full["option_scores"], rtol=1e-5,
                              atol=1e-5)
-  # a window that runs past the end of the rows (clipped positions) counts each token once
+  # another question's evidence: the continuations read the memory as the full rows do
+  rolled = {k: (v if k in ("tokens", "valid", "output_mask", "targets", "loss_mask")
+                or k.startswith("mc_") or k == "answer_index" else np.roll(v, 1, axis=0))
+            for k, v in batch.items()}
+  full_r = trainer.eval_step(t.params, t.rest, t.backbone_state, rolled, **_kw(t))
+  part_r = trainer.eval_step(t.params, t.rest, t.backbone_state, rolled, option_steps=width,
+                             **_kw(t))
+  np.testing.assert_allclose(part_r["option_scores"], full_r["option_scores"], rtol=1e-5,
+                             atol=1e-5)
+  moved = np.asarray(full_r["option_scores"]) - np.asarray(full["option_scores"])
+  assert np.abs(moved).max() > 1e-3
+  # continuations that run past the end of the rows (clipped positions) count each token once
   cut = data.trim_batch(batch)
   wide = trainer.eval_step(t.params, t.rest, t.backbone_state, cut,
                            option_steps=cut["tokens"].shape[1], **_kw(t))
@@ -102,7 +114,7 @@ def test_option_loss_in_the_train_step(setup):
   # change of the gradient (float32 noise is ~1e-7 here)
   assert abs(float(m_on["grad_norm"]) - float(m_off["grad_norm"])) > 1e-5
   assert any(not np.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(p_on, p_off))
-  # the option window gives the full rows' loss and update
+  # the continuations give the full option rows' loss and update
   p_full, m_full = _train(t, batch, h, answer_steps=t.answer_steps)
   np.testing.assert_allclose(float(m_full["loss"]), float(m_on["loss"]), rtol=1e-5, atol=1e-6)
   for a, b in zip(p_full, p_on):

@@ -240,6 +240,48 @@ def test_text_option_scores_with_a_shared_prompt_cache_equal_full_rows(parts):
   assert got.shape == (5,) and np.isfinite(got).all()
 
 
+def test_memory_option_scores_with_a_shared_prompt_cache_equal_full_rows(parts):
+  """GraphLoom's multiple choice (decode.score_options: each prompt read once with its memory,
+  the options continuing its cache) equals scoring [prompt ; option ; EOS] rows with the
+  memory from scratch (decode.score_rows), also with ragged option counts and with another
+  question's evidence; a question without options costs nothing."""
+  cfg, _, kb, _ = parts
+  system = _system(parts)
+  qs = kb.questions[:3]
+  graphs = [system.instance_graph(kb.scene_graph(q.extra["instance_id"]),
+                                  instance_id=q.extra["instance_id"]) for q in qs]
+  options = [q.extra["options"] for q in qs]
+  options[1] = options[1][:2] + ["a much longer option than any other here"]
+  options[2] = None
+  got = system.answer_batch([q.question for q in qs], graphs, options=options)
+  assert [len(a.option_scores or []) for a in got] == [4, 3, 0]
+  items = system.prepare([q.question for q in qs], graphs)
+  for it in items:
+    it.prompt = system._prompt(it, "graphloom")
+  want, *_ = system._score(items[:2], "graphloom", options[:2])
+  np.testing.assert_allclose(got[0].option_scores + got[1].option_scores, want, rtol=1e-5,
+                             atol=1e-5)
+  # another question's memory: both paths read it, and the scores move
+  from graphloom_jax.pipeline import decode
+  _, heads_def, heads_state = system._mode_heads["graphloom"]
+  arrays = {k: v[::-1] for k, v in system._mode_arrays(items[:2], "graphloom").items()}
+  fmt = system.fmt
+  ids = [[fmt.answer_ids(o) for o in opts] for opts in options[:2]]
+  swapped = decode.score_options(heads_def, heads_state, system._backbone_def,
+                                 system._backbone_state, arrays, [it.prompt for it in items[:2]],
+                                 ids, fmt.pad, first_layer=system.first_layer)
+  rows = system._rows(items[:2], options[:2])
+  batch = dict(decode.repeat_rows(arrays, [4, 3]), **rows)
+  full, _, _ = decode.score_rows(heads_def, heads_state, system._backbone_def,
+                                 system._backbone_state, batch, first_layer=system.first_layer)
+  np.testing.assert_allclose(swapped, np.asarray(full), rtol=1e-5, atol=1e-5)
+  assert np.abs(swapped - want).max() > 1e-4
+  with pytest.raises(ValueError, match="2 prompts, 1 option lists"):
+    decode.score_options(heads_def, heads_state, system._backbone_def, system._backbone_state,
+                         arrays, [it.prompt for it in items[:2]], ids[:1], fmt.pad,
+                         first_layer=system.first_layer)
+
+
 def test_generation_routing_is_the_teacher_forced_routing(parts):
   """The routing `generate_ids(return_routing=True)` records while writing an answer (what the
   citations read) equals the routing of a teacher-forced pass over [prompt ; answer ; EOS] at

@@ -7,7 +7,8 @@ build the memory (fusion prefix + projected slots) from a batch of `pipeline.evi
 the router recomputes the active set at every position from the residual stream entering layer
 `first_layer` (`memory.first_layer`; -1 = the upper half), and layers >= first_layer attend
 jointly to prefix, active slots and their own cache. Training (`training.trainer`) and answering
-both call it.
+both call it. `continue_options` scores multiple-choice options as continuations of a
+question's prompt from the cache of that call (the trainer's option rows).
 
 `score_rows` runs it on [prompt ; text ; EOS] rows: the length-normalised log-likelihood of the
 text (multiple-choice options; docs/method.md §5) and the router's gates and active set at
@@ -53,21 +54,67 @@ def option_logprob(logits: jax.Array, tokens: jax.Array, option_mask: jax.Array)
 
 
 def heads_forward(heads, backbone: llama.Llama, batch, first_layer: int,
-                  return_slot_attention: bool = False, logits_at: jax.Array | None = None):
+                  return_slot_attention: bool = False, logits_at: jax.Array | None = None,
+                  extra_slots: int = 0, return_cache: bool = False):
   """logits [B, T, V] ([B, A, V] at the positions `logits_at` [B, A] when given), the attention
   mass on each slot ([L_m, B, T, N, M] when asked, else None) and the router's `Routing`
-  ([B, T, M] fields) for batch rows tokens/valid [B, T]."""
+  ([B, T, M] fields) for batch rows tokens/valid [B, T]; with `return_cache` also the KV cache
+  of the rows, made with `extra_slots` free slots after them (`continue_options`)."""
   mem, inputs = heads.memory(batch, backbone.dtype)
   record = []
   tokens = batch["tokens"]
-  cache = llama.KVCache.init(backbone.config, tokens.shape[0], tokens.shape[1], backbone.dtype)
-  logits, _, aux = backbone(tokens, cache, batch["valid"], memory=mem,
-                            route=heads.router.route_fn(inputs, record), first_layer=first_layer,
-                            return_slot_attention=return_slot_attention, logits_at=logits_at)
+  cache = llama.KVCache.init(backbone.config, tokens.shape[0], tokens.shape[1] + extra_slots,
+                             backbone.dtype)
+  logits, cache, aux = backbone(tokens, cache, batch["valid"], memory=mem,
+                                route=heads.router.route_fn(inputs, record),
+                                first_layer=first_layer,
+                                return_slot_attention=return_slot_attention,
+                                logits_at=logits_at)
   if len(record) != 1:
     raise RuntimeError(f"the decoder called the router {len(record)} times in one forward pass; "
                        "expected exactly one routing decision per position")
-  return logits, aux.get("slot_attention"), record[0]
+  out = (logits, aux.get("slot_attention"), record[0])
+  return out + (cache,) if return_cache else out
+
+
+# Row keys that are not a question's evidence (`continue_options` does not repeat them).
+_ROW_KEYS = ("tokens", "valid", "output_mask", "targets", "loss_mask")
+
+
+def continue_options(heads, backbone: llama.Llama, batch, cache: llama.KVCache,
+                     prompt_len: jax.Array, first_logits: jax.Array, options: jax.Array,
+                     option_valid: jax.Array, first_layer: int) -> jax.Array:
+  """Each question's options scored as continuations of its prompt, which is read once: the
+  `option_logprob` of [prompt ; option] rows (within float32 rounding), for J options at the
+  cost of J * O positions instead of J * T.
+
+  batch: the question rows [B, ...] (their evidence arrays); cache: the KV cache of
+  `heads_forward` over rows whose first prompt_len [B] tokens are each question's prompt (made
+  with >= O extra slots; what follows the prompt in a row is masked out here); first_logits
+  [B, V]: the logits at each prompt's last position, which predict every option's first token;
+  options / option_valid [B, J, O]: the options' tokens (with their EOS) and mask. The options
+  get the question's memory and their own routing, with the router's output-mention feature
+  read from the option's tokens (the generated part of an option row). Returns [B, J]."""
+  b, j, o = options.shape
+  row = jnp.repeat(jnp.arange(b), j)
+  in_prompt = jnp.arange(cache.max_len)[None, :] < prompt_len[:, None]
+  shared = llama.KVCache(k=cache.k[:, row], v=cache.v[:, row],
+                         valid=(cache.valid & in_prompt)[row],
+                         next_pos=prompt_len[row].astype(jnp.int32), length=cache.length)
+  tokens, valid = options.reshape(b * j, o), option_valid.reshape(b * j, o)
+  rows = {k: jnp.repeat(v, j, axis=0) for k, v in batch.items()
+          if k not in _ROW_KEYS and not k.startswith("mc_") and v.ndim >= 1}
+  rows.update(tokens=tokens, valid=valid, output_mask=valid)
+  mem, inputs = heads.memory(rows, backbone.dtype)
+  record = []
+  cont, _, _ = backbone(tokens, shared, valid, memory=mem,
+                        route=heads.router.route_fn(inputs, record), first_layer=first_layer)
+  # [prompt's last position ; the option's own positions] predicts [option tokens ; -]: the
+  # rows option_logprob scores; column 0 of tokens is a dummy that the mask leaves out.
+  full = jnp.concatenate([first_logits[row][:, None].astype(cont.dtype), cont], axis=1)
+  padded = jnp.concatenate([jnp.zeros_like(tokens[:, :1]), tokens], axis=1)
+  mask = jnp.concatenate([jnp.zeros_like(valid[:, :1]), valid], axis=1)
+  return option_logprob(full, padded, mask).reshape(b, j)
 
 
 @functools.partial(jax.jit, static_argnames=("heads_def", "backbone_def", "first_layer"))
@@ -93,6 +140,57 @@ def score_rows(heads_def, heads_state, backbone_def, backbone_state, batch, *, f
   out = _score_rows(heads_def, heads_state, backbone_def, backbone_state, placed,
                     first_layer=first_layer)
   return tuple(sharding.unpad(x, n) for x in out)
+
+
+@functools.partial(jax.jit, static_argnames=("heads_def", "backbone_def", "first_layer"))
+def _score_options(heads_def, heads_state, backbone_def, backbone_state, batch, *,
+                   first_layer: int):
+  heads = nnx.merge(heads_def, heads_state)
+  backbone = nnx.merge(backbone_def, backbone_state)
+  options, option_valid = batch["options"], batch["option_valid"]
+  rows = {k: v for k, v in batch.items() if k not in ("options", "option_valid")}
+  prompt_len = jnp.sum(rows["valid"], axis=1).astype(jnp.int32)
+  logits, _, _, cache = heads_forward(heads, backbone, rows, first_layer,
+                                      logits_at=(prompt_len - 1)[:, None],
+                                      extra_slots=options.shape[-1], return_cache=True)
+  return continue_options(heads, backbone, rows, cache, prompt_len, logits[:, 0], options,
+                          option_valid, first_layer)
+
+
+def score_options(heads_def, heads_state, backbone_def, backbone_state, arrays: dict,
+                  prompts: list[list[int]], options: list[list[list[int]]], pad: int, *,
+                  first_layer: int, mesh: jax.sharding.Mesh | None = None) -> np.ndarray:
+  """The memory modes' option scores with each prompt read once: per question q, prompt
+  `prompts[q]`, the question's memory arrays `arrays` [Q, ...] and option token lists
+  `options[q]` (answer + EOS each), the length-normalised log-likelihood of every option in
+  order, flattened [sum of the option counts]. Equal to `score_rows` on [prompt ; option] rows
+  (within float32 rounding); each prompt runs once with the memory and its options continue
+  its cache (`continue_options`). Questions are padded to the most options of any (a padded
+  option is scored -inf and dropped)."""
+  if len(prompts) != len(options) or any(len(v) != len(prompts) for v in arrays.values()):
+    raise ValueError(f"{len(prompts)} prompts, {len(options)} option lists and arrays of "
+                     f"{sorted({len(v) for v in arrays.values()})} questions")
+  plen = prompts_lib.bucket(max(len(x) for x in prompts))
+  olen = prompts_lib.bucket(max((len(x) for opts in options for x in opts), default=1), 8)
+  most = max((len(opts) for opts in options), default=0)
+  if not most:
+    return np.zeros((0,), np.float32)
+  n = len(prompts)
+  tokens = np.full((n, plen), pad, np.int32)
+  opt = np.full((n, most, olen), pad, np.int32)
+  opt_valid = np.zeros((n, most, olen), bool)
+  for q, (ids, opts) in enumerate(zip(prompts, options)):
+    tokens[q, :len(ids)] = ids
+    for j, x in enumerate(opts):
+      opt[q, j, :len(x)] = x
+      opt_valid[q, j, :len(x)] = True
+  valid = np.arange(plen)[None, :] < np.array([len(x) for x in prompts])[:, None]
+  batch = dict(arrays, tokens=tokens, valid=valid, output_mask=np.zeros_like(valid),
+               options=opt, option_valid=opt_valid)
+  placed, n_real = sharding.place_rows(batch, mesh)
+  scores = sharding.unpad(_score_options(heads_def, heads_state, backbone_def, backbone_state,
+                                         placed, first_layer=first_layer), n_real)
+  return np.concatenate([scores[q, :len(opts)] for q, opts in enumerate(options)])
 
 
 @functools.partial(jax.jit, static_argnames=("backbone_def",))

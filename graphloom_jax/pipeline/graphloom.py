@@ -471,8 +471,16 @@ class GraphLoom:
     """Option log-likelihoods (multiple choice), under the same conditioning as the answer."""
     t0 = time.perf_counter()
     texts = [it.options or [] for it in items]
-    if any(texts):
+    if any(texts) and mode in MEMORY_MODES:  # each prompt read once, its options continue it
+      _, heads_def, heads_state = self._mode_heads[mode]
+      lp = decode.score_options(
+          heads_def, heads_state, self._backbone_def, self._backbone_state,
+          self._mode_arrays(items, mode), [it.prompt for it in items],
+          [[self.fmt.answer_ids(t) for t in ts] for ts in texts], self.fmt.pad,
+          first_layer=self.first_layer, mesh=self.mesh)
+    elif any(texts):
       lp, *_ = self._score(items, mode, texts)
+    if any(texts):
       start = 0
       for it, opts in zip(items, texts):
         if opts:

@@ -136,14 +136,16 @@ def _windowed(batch, width: int):
 
 
 def _forward(heads_def, params, rest, backbone_def, backbone_state, batch, first_layer: int,
-             logits_at=None):
+             logits_at=None, extra_slots: int = 0):
   """The decoder with the heads' memory: `pipeline.decode.heads_forward`, the forward that
   answering runs, with the attention mass on each slot that the alignment loss reads; logits at
-  the positions `logits_at` only when given."""
+  the positions `logits_at` only when given. With `extra_slots` the rows' KV cache (with that
+  many free slots) comes back as a fourth output."""
   heads = nnx.merge(heads_def, params, rest)
   backbone = nnx.merge(backbone_def, backbone_state)
   return decode.heads_forward(heads, backbone, batch, first_layer, return_slot_attention=True,
-                              logits_at=logits_at)
+                              logits_at=logits_at, extra_slots=extra_slots,
+                              return_cache=bool(extra_slots))
 
 
 def _option_rows(batch):
@@ -163,27 +165,33 @@ def _option_rows(batch):
 
 
 def _option_scores(heads_def, params, rest, backbone_def, backbone_state, batch,
-                   first_layer: int, option_steps: int = 0):
-  """[B, J] length-normalised log-likelihoods of each question's options with the memory
-  (`decode.option_logprob`). With `option_steps` (`data.option_steps` of the rows) the logits
-  are computed over a window of option_steps + 1 positions from the step before each option's
-  first token: the same scores, without the vocabulary projection of the prompt positions."""
-  b, j, _ = batch["mc_tokens"].shape
-  mc, mask = _option_rows(batch)
+                   first_layer: int, option_steps: int = 0, answer_logits=None, at=None,
+                   cache=None):
+  """[B, J] length-normalised log-likelihoods of each question's options with the memory.
+
+  option_steps 0: a forward over every [prompt ; option_j ; EOS] row (`decode.option_logprob`;
+  the reference). option_steps > 0 (`data.option_steps` of the rows): the options continue the
+  prompt that the question's own row already read (`decode.continue_options`), from that
+  forward's `cache` (made with option_steps extra slots) and its logits `answer_logits` at the
+  positions `at` (None: every position). A row's prompt is everything before its first answer
+  step's target, and the answer and option rows share it (`data.featurize_rows`)."""
+  b, j, t = batch["mc_tokens"].shape
   if not option_steps:
+    mc, mask = _option_rows(batch)
     logits, _, _ = _forward(heads_def, params, rest, backbone_def, backbone_state, mc,
                             first_layer)
     return decode.option_logprob(logits, mc["tokens"], mask).reshape(b, j)
-  t = mask.shape[1]
-  # A prompt precedes every option, so its first token is at position >= 1.
-  start = jnp.maximum(jnp.argmax(mask, axis=1) - 1, 0)
-  pos = start[:, None] + jnp.arange(option_steps + 1)
-  at = jnp.minimum(pos, t - 1)
-  logits, _, _ = _forward(heads_def, params, rest, backbone_def, backbone_state, mc,
-                          first_layer, at)
-  tokens = jnp.take_along_axis(mc["tokens"], at, axis=1)
-  inside = jnp.take_along_axis(mask, at, axis=1) & (pos < t)  # a clipped position counts once
-  return decode.option_logprob(logits, tokens, inside).reshape(b, j)
+  first = jnp.argmax(batch["loss_mask"], axis=1)  # the step that predicts the first answer token
+  first_logits = (answer_logits[:, 0] if at is not None  # the window starts at that step
+                  else jnp.take_along_axis(answer_logits, first[:, None, None], axis=1)[:, 0])
+  pos = first[:, None] + 1 + jnp.arange(option_steps)  # [B, O] the options' positions
+  clipped = jnp.minimum(pos, t - 1)[:, None, :]
+  options = jnp.take_along_axis(batch["mc_tokens"], clipped, axis=2)
+  valid = jnp.take_along_axis(batch["mc_option_mask"], clipped, axis=2) & (pos < t)[:, None, :]
+  heads = nnx.merge(heads_def, params, rest)
+  backbone = nnx.merge(backbone_def, backbone_state)
+  return decode.continue_options(heads, backbone, batch, cache, first + 1, first_logits,
+                                 options, valid, first_layer)
 
 
 def _losses(h: Hyper, batch, logits, slot_attention, r: routing.Routing, targets=None,
@@ -213,18 +221,23 @@ def train_step(params, opt_state, rest, backbone_state, batch, *, heads_def, bac
                h: Hyper, first_layer: int, answer_steps: int = 0, option_steps: int = 0):
   """One micro-step: gradients of the trainable params only, MultiSteps update. With
   `answer_steps` (`data.answer_steps` of the rows) the logits are computed over that window of
-  answer steps only: the same loss, without the other positions' vocabulary projection;
-  `option_steps` likewise for the option rows, which the step runs only when h.w_opt > 0."""
+  answer steps only: the same loss, without the other positions' vocabulary projection.
+  When h.w_opt > 0 the options are scored for L_opt: with `option_steps` (`data.option_steps`)
+  as continuations of the prompt the question's row has read (`_option_scores`), else as full
+  option rows."""
   at, targets, answer = _windowed(batch, answer_steps)
   if h.w_opt and "mc_tokens" not in batch:
     raise ValueError("config.train.loss_weights.opt > 0 needs multiple-choice rows (options); "
                      "this batch has none")
 
+  shared = option_steps if h.w_opt else 0  # the options continue the rows' own cache
+
   def loss_fn(p):
-    logits, attn, r = _forward(heads_def, p, rest, backbone_def, backbone_state, batch,
-                               first_layer, at)
+    logits, attn, r, *cache = _forward(heads_def, p, rest, backbone_def, backbone_state, batch,
+                                       first_layer, at, shared)
     scores = (_option_scores(heads_def, p, rest, backbone_def, backbone_state, batch,
-                             first_layer, option_steps) if h.w_opt else None)
+                             first_layer, option_steps, logits, at, *cache)
+              if h.w_opt else None)
     out = _losses(h, batch, logits, attn, r, targets, answer, scores)
     active_steps = r.active & batch["loss_mask"][:, :, None]
     return out.total, (out, jnp.sum(active_steps) / jnp.maximum(jnp.sum(batch["loss_mask"]), 1))
@@ -244,11 +257,13 @@ def eval_step(params, rest, backbone_state, batch, *, heads_def, backbone_def, f
               answer_steps: int = 0, option_steps: int = 0):
   """Validation: option scores [B, J] (multiple choice) or, for open answers (no option rows),
   `greedy_match` [B] (`evaluation.answers.greedy_match`: greedy decoding would write the target
-  answer); routed-slot faithfulness counts, first-step gates. `answer_steps` and
-  `option_steps` as in `train_step` (the open answers' and the options' logits)."""
+  answer); routed-slot faithfulness counts, first-step gates. `answer_steps` as in
+  `train_step`; with `option_steps` the options continue the question row's prompt
+  (`_option_scores`), else each option row is a forward of its own."""
   at, targets, answer = _windowed(batch, answer_steps)
-  logits, _, r = _forward(heads_def, params, rest, backbone_def, backbone_state, batch,
-                          first_layer, at)
+  shared = option_steps if "mc_tokens" in batch else 0
+  logits, _, r, *cache = _forward(heads_def, params, rest, backbone_def, backbone_state, batch,
+                                  first_layer, at, shared)
   steps = batch["loss_mask"]
   useful = batch["slot_utility"] > 0.5
   act = r.active & steps[:, :, None]
@@ -264,7 +279,7 @@ def eval_step(params, rest, backbone_state, batch, *, heads_def, backbone_def, f
 
   return dict(out, option_scores=_option_scores(heads_def, params, rest, backbone_def,
                                                 backbone_state, batch, first_layer,
-                                                option_steps))
+                                                option_steps, logits, at, *cache))
 
 
 # --------------------------------------------------------------------------- the trainer
