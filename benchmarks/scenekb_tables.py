@@ -44,7 +44,7 @@ from ml_collections import config_flags
 from graphloom_jax.evaluation import scenekb_report
 from graphloom_jax.evaluation import scenekb_rows
 from graphloom_jax import atomic
-from graphloom_jax.data import scenekb
+from graphloom_jax.data import mmqa, scenekb
 from graphloom_jax.evaluation import hallucination
 from graphloom_jax.pipeline.types import TUNED_MODES
 
@@ -82,9 +82,9 @@ def main(argv):
   del argv
   base = _CONFIG.value
   root = pathlib.Path(_ROOT.value)
-  if not (root / "truth.jsonl").exists():
-    raise app.UsageError(f"--root={root}: no truth.jsonl; draw a benchmark first with "
-                         "python -m graphloom_jax.data.build_benchmark --version=2 --out=DIR")
+  if mmqa.find_file(root, "truth") is None:  # the embedded benchmark's files are gzipped
+    raise app.UsageError(f"--root={root}: no truth.jsonl(.gz); draw a benchmark first with "
+                         "python -m graphloom_jax.data.build_benchmark --version=3 --out=DIR")
   out = pathlib.Path(_OUT.value)
   out.mkdir(parents=True, exist_ok=True)
   if _SELECT.value:

@@ -175,3 +175,20 @@ def test_row_seeds_are_heads_indices():
   assert scenekb_rows.row_seeds("no_retrieval", heads, [1]) == []
   with pytest.raises(ValueError, match="indices into --heads"):
     scenekb_rows.row_seeds("graphloom", heads, [3])
+
+
+def test_tables_root_needs_a_benchmark_and_reads_the_embedded_gzipped_one(tmp_path):
+  """--root: a folder without truth.jsonl(.gz) is a usage error naming it, before anything is
+  loaded or written; the embedded (gzipped) SceneKB passes the check."""
+  import pathlib
+  import subprocess
+  import sys
+  from graphloom_jax.data import mmqa
+  repo = pathlib.Path(__file__).resolve().parents[1]
+  proc = subprocess.run([sys.executable, "-m", "benchmarks.scenekb_tables", f"--root={tmp_path}",
+                         f"--workdir={tmp_path / 'out'}"], cwd=repo, capture_output=True,
+                        text=True, timeout=300)
+  assert proc.returncode != 0
+  assert f"--root={tmp_path}: no truth.jsonl(.gz)" in proc.stderr + proc.stdout
+  assert not (tmp_path / "out").exists()
+  assert mmqa.find_file(scenekb.FOLDER, "truth").name == "truth.jsonl.gz"
