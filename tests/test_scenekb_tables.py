@@ -148,6 +148,22 @@ def test_paired_difference_against_scipy_bootstrap():
       "-router", "em") is None
 
 
+def test_paired_difference_counts_the_same_choices():
+  """same_choice: the share of (question, seed) pairs where the row picks the reference's option,
+  whether right or wrong, over the questions both answered; EM differences carry none."""
+  def row(name, seed, choices, gold):
+    return {"name": name, "seed": seed, "metrics": {}, "records": [
+        {"qid": f"q{i}", "choice": c, "answer_index": g, "em": 0.0}
+        for i, (c, g) in enumerate(zip(choices, gold))]}
+  gold = [0, 1, 2, 3]
+  rows = [row("graphloom", 0, [0, 1, 0, 0], gold), row("shuffled", 0, [0, 2, 0, 1], gold),
+          row("graphloom", 1, [1, 1, 2, 3], gold), row("shuffled", 1, [1, 1, 2, 3], gold)]
+  p = scenekb_report.paired_difference(rows, "shuffled", "mc_accuracy")
+  assert p["same_choice"] == 100.0 * 6 / 8  # seed 0: 2 of 4 (a wrong choice kept counts too)
+  assert p["delta"] == -12.5  # seed 0: -25, seed 1: 0
+  assert "same_choice" not in scenekb_report.paired_difference(rows, "shuffled", "em")
+
+
 def test_finished_row_must_match_the_seeds_heads(tmp_path):
   """Seed N is the N-th --heads folder: a finished row made from other heads is not reused; a
   byte-identical copy of its heads is the same seed."""

@@ -67,7 +67,10 @@ def paired_difference(rows: list[dict], name: str, metric: str, reference: str =
   and the interval is the 2.5th and 97.5th percentiles of mean_q d_q over `resamples`
   resamplings of the questions with replacement. Only the questions every one of these runs
   answered are paired (None if there are none). Questions are resampled, seeds are not: the
-  interval is the spread of the test set, with the seeds averaged in.
+  interval is the spread of the test set, with the seeds averaged in. For mc_accuracy also
+  `same_choice`: the percentage of those (question, seed) pairs on which the row picks the
+  reference's option, right or wrong (an evidence control that leaves it near 100 shows that
+  the evidence does not decide the choice).
   """
   by_seed = {}
   for r in rows:
@@ -79,15 +82,18 @@ def paired_difference(rows: list[dict], name: str, metric: str, reference: str =
   common = set.intersection(*({x["qid"] for x in r["records"]} for pair in pairs for r in pair))
   if not common:
     return None
-  diffs = []
+  diffs, same = [], []
   for row, ref in pairs:
-    got = {x["qid"]: _correct(x, metric) for x in row["records"]}
-    diffs.append([got[x["qid"]] - _correct(x, metric) for x in ref["records"]
-                  if x["qid"] in common])
+    got = {x["qid"]: x for x in row["records"]}
+    diffs.append([_correct(got[x["qid"]], metric) - _correct(x, metric)
+                  for x in ref["records"] if x["qid"] in common])
+    same += [got[x["qid"]]["choice"] == x["choice"] for x in ref["records"] if x["qid"] in common]
   d = np.mean(np.asarray(diffs, np.float64), axis=0)
   lo, hi = intervals.bootstrap_interval(d, resamples, seed)
-  return dict(delta=float(d.mean()), lo=lo, hi=hi, seeds=len(pairs),
-              questions=len(d))
+  out = dict(delta=float(d.mean()), lo=lo, hi=hi, seeds=len(pairs), questions=len(d))
+  if metric == "mc_accuracy":
+    out["same_choice"] = 100.0 * float(np.mean(same))
+  return out
 
 
 def _fmt_delta(p: dict | None) -> str:
@@ -108,7 +114,8 @@ def _fmt(a: dict, key: str) -> str:
 
 def _table(aggs: dict[str, dict], paired: bool = False) -> list[str]:
   """One line per aggregated row; with `paired`, its paired differences from graphloom too."""
-  extra = ["ΔMC vs graphloom [95% CI]", "ΔEM vs graphloom [95% CI]"] if paired else []
+  extra = (["ΔMC vs graphloom [95% CI]", "ΔEM vs graphloom [95% CI]",
+            "same option as graphloom %"] if paired else [])
   lines = ["| row | seeds | " + " | ".join([c for _, c in COLUMNS] + extra) + " |",
            "|---|---|" + "---|" * (len(COLUMNS) + len(extra))]
   for n, a in aggs.items():
@@ -116,6 +123,8 @@ def _table(aggs: dict[str, dict], paired: bool = False) -> list[str]:
     if paired:
       cells += [_fmt_delta(a["paired"][m]) if "paired" in a else ""
                 for m in ("mc_accuracy", "em")]
+      mc = a.get("paired", {}).get("mc_accuracy")
+      cells.append(f"{mc['same_choice']:.0f}" if mc else "")
     lines.append(f"| {n} | {a['seeds']} | " + " | ".join(cells) + " |")
   return lines
 
