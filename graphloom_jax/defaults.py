@@ -148,9 +148,11 @@ def _train() -> ml_collections.ConfigDict:
   s.weight_decay = 0.01
   s.label_smoothing = 0.1
   # opt > 0 adds the options' contrastive loss (multiple-choice data; training/losses.py),
-  # at the cost of a forward/backward over every option row.
+  # at the cost of a forward/backward over every option row; ev > 0 the evidence loss
+  # (GraphLoom's heads; own against another question's subgraph), at the cost of a second
+  # forward/backward over the micro-batch.
   s.loss_weights = ml_collections.ConfigDict(
-      dict(gen=1.0, cal=0.5, cf=0.3, align=0.2, opt=0.0))
+      dict(gen=1.0, cal=0.5, cf=0.3, align=0.2, opt=0.0, ev=0.0))
   s.log_every = 10
   s.eval_every = 500
   s.checkpoint_every = 500
@@ -175,6 +177,10 @@ def _train() -> ml_collections.ConfigDict:
   s.split_protocol = "path"
   s.max_train_examples = 0  # 0 = the whole training split
   s.eval_examples = 128  # validation questions scored at each evaluation (0 = all)
+  # GraphLoom's heads: each evaluation also scores S_ans with every validation question reading
+  # the previous question's subgraph (logged as s_ans_shuffled; not used for stopping), at the
+  # cost of a second validation pass: does the answer read its evidence?
+  s.eval_shuffled_evidence = False
   s.shuffle_seed = 0
   # What launch.train trains: "graphloom" (the heads: slot projection, fusion prefix, router) or
   # a trained text baseline's adapter, "flat_rag_tuned" / "no_retrieval_tuned"

@@ -135,14 +135,16 @@ def test_empty_masks_give_zero_not_nan():
 
 
 def test_total_loss_weights():
-  w = dict(gen=1.0, cal=0.5, cf=0.3, align=0.2, opt=0.0)
+  w = dict(gen=1.0, cal=0.5, cf=0.3, align=0.2, opt=0.0, ev=0.0)
   out = losses.total_loss(w, 2.0, 4.0, 10.0, 5.0)
   assert out.total == pytest.approx(2.0 + 2.0 + 3.0 + 1.0)
-  assert float(out.opt) == 0.0
+  assert float(out.opt) == 0.0 and float(out.ev) == 0.0
   out = losses.total_loss(dict(w, opt=2.0), 2.0, 4.0, 10.0, 5.0, 0.25)
   assert out.total == pytest.approx(8.0 + 0.5) and float(out.opt) == 0.25
+  out = losses.total_loss(dict(w, ev=3.0), 2.0, 4.0, 10.0, 5.0, 0.25, 0.5)
+  assert out.total == pytest.approx(8.0 + 1.5) and float(out.ev) == 0.5
   with pytest.raises(KeyError):
-    losses.total_loss(dict(gen=1.0, cal=0.5, cf=0.3, align=0.2), 2.0, 4.0, 10.0, 5.0)
+    losses.total_loss(dict(gen=1.0, cal=0.5, cf=0.3, align=0.2, opt=0.0), 2.0, 4.0, 10.0, 5.0)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -160,3 +162,34 @@ def test_option_loss_matches_torch_cross_entropy(seed):
   # them (a prior on the answer format) changes nothing
   shifted = losses.option_loss(jnp.asarray(scores + 7.0), jnp.asarray(gold))
   np.testing.assert_allclose(float(shifted), float(val), rtol=1e-5)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_evidence_loss_matches_torch(seed):
+  rng = np.random.default_rng(seed)
+  b, t, v = 3, 6, 11
+  logits = rng.normal(size=(b, t, v)).astype(np.float32)
+  other = rng.normal(size=(b, t, v)).astype(np.float32)
+  targets = rng.integers(0, v, size=(b, t))
+  mask = rng.random((b, t)) < 0.5
+  mask[0] = False  # a row without answer tokens: mean log-likelihood 0 on both sides
+  mask[1, 2] = True
+
+  def ref(lo, ot):
+    def mean_lp(x):
+      tok = torch.log_softmax(x, -1).gather(-1, torch.tensor(targets)[..., None])[..., 0]
+      m = torch.tensor(mask).float()
+      return (tok * m).sum(1) / m.sum(1).clamp(min=1)
+    return torch.nn.functional.softplus(mean_lp(ot) - mean_lp(lo)).mean()
+
+  tl, to = torch.tensor(logits, requires_grad=True), torch.tensor(other, requires_grad=True)
+  want = ref(tl, to)
+  want.backward()
+  tg = jnp.asarray(targets)
+  fn = lambda lo, ot: losses.evidence_loss(losses.answer_logprob(lo, tg, mask),
+                                           losses.answer_logprob(ot, tg, mask))
+  got = fn(jnp.asarray(logits), jnp.asarray(other))
+  np.testing.assert_allclose(float(got), want.item(), rtol=1e-5, atol=1e-6)
+  g_own, g_other = jax.grad(fn, argnums=(0, 1))(jnp.asarray(logits), jnp.asarray(other))
+  np.testing.assert_allclose(np.asarray(g_own), tl.grad.numpy(), rtol=1e-4, atol=1e-6)
+  np.testing.assert_allclose(np.asarray(g_other), to.grad.numpy(), rtol=1e-4, atol=1e-6)

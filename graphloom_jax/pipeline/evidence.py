@@ -37,6 +37,11 @@ _BANK_KEYS = (("keys", "slot_keys"), ("values", "slot_values"), ("valid", "slot_
               ("reliability", "slot_reliability"), ("utility", "slot_utility"),
               ("key_tokens", "slot_key_tokens"), ("triple_index", "slot_triple"))
 
+# The keys of Evidence.arrays built from the question's subgraph (not from its question, scene
+# or gold labels): what `training.trainer.other_evidence` swaps between questions.
+SUBGRAPH_KEYS = frozenset(({key for _, key in _BANK_KEYS} - {"slot_utility"})
+                          | {"evidence", "evidence_mask"})
+
 
 def edge_centrality(edges: Sequence[Triple]) -> list[float]:
   """Edge betweenness of each triple's entity pair in the subgraph (0 for self-loops)."""
@@ -61,8 +66,9 @@ class Evidence:
 
 
 def build(question: str, question_embedding: np.ndarray, subgraph: Subgraph,
-          objects: Sequence[str], embed: embedding_cache.MemoEmbedder, *, bank_size: int, max_objects: int,
-          tokenize: Callable[[str], Sequence[int]] | None, gold: Sequence = ()) -> Evidence:
+          objects: Sequence[str], embed: embedding_cache.MemoEmbedder, *, bank_size: int,
+          max_objects: int, tokenize: Callable[[str], Sequence[int]] | None,
+          gold: Sequence = ()) -> Evidence:
   """The memory inputs of one question (`gold`: supporting triples, for the slot utility
   labels of training; empty at inference)."""
   n_ev = bank_size // 2

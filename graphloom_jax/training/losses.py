@@ -3,7 +3,7 @@
 Shapes: B batch, T sequence length, V vocabulary, M slots, L_m memory layers, N heads.
 
   L = w_gen L_gen + w_cal L_cal + w_cf L_cf + w_align L_align     (1.0 / 0.5 / 0.3 / 0.2)
-      + w_opt L_opt                                                 (0.0: off by default)
+      + w_opt L_opt + w_ev L_ev                                     (0.0: off by default)
 
 - L_gen: label-smoothed NLL of the gold answer tokens: (1 - eps) * (-log p(y)) + eps * mean over
   the vocabulary of -log p(v), averaged over the answer tokens of the batch.
@@ -26,6 +26,12 @@ Shapes: B batch, T sequence length, V vocabulary, M slots, L_m memory layers, N 
   L_opt = -log softmax_j(score_j)[gold], averaged over questions. L_gen rewards any rise of the
   gold answer's likelihood, including one every option shares (a prior on answer format);
   L_opt only rewards what separates the gold option from the others.
+- L_ev (GraphLoom's heads only): the evidence must explain the answer. With a_b = the mean
+  log-likelihood of question b's gold answer tokens given its own memory and a'_b = the same
+  given the memory built from another question's subgraph (the next row of the micro-batch),
+  L_ev = mean_b softplus(a'_b - a_b) = -log sigmoid(a_b - a'_b). L_gen can be lowered by a
+  prior that ignores the evidence; L_ev is unchanged by anything both memories share and only
+  rewards what this question's subgraph adds.
 """
 
 from typing import NamedTuple
@@ -90,7 +96,23 @@ def option_loss(option_scores: jax.Array, answer_index: jax.Array) -> jax.Array:
                                        axis=-1)[:, 0])
 
 
-NAMES = ("gen", "cal", "cf", "align", "opt")  # the terms, as config.train.loss_weights names them
+def answer_logprob(logits: jax.Array, targets: jax.Array, mask: jax.Array) -> jax.Array:
+  """logits [B, T, V] predicting targets [B, T] (int), mask [B, T] answer tokens -> [B]: each
+  row's mean log-probability of its answer tokens (0 for a row without any)."""
+  logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+  tok = jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]
+  m = mask.astype(jnp.float32)
+  return jnp.sum(tok * m, axis=1) / jnp.maximum(jnp.sum(m, axis=1), 1.0)
+
+
+def evidence_loss(own: jax.Array, other: jax.Array) -> jax.Array:
+  """own, other [B]: the gold answer's mean log-likelihood with the question's own memory and
+  with another question's -> scalar mean of softplus(other - own)."""
+  return jnp.mean(jax.nn.softplus(other.astype(jnp.float32) - own.astype(jnp.float32)))
+
+
+# the terms, as config.train.loss_weights names them
+NAMES = ("gen", "cal", "cf", "align", "opt", "ev")
 
 
 class Losses(NamedTuple):
@@ -100,11 +122,12 @@ class Losses(NamedTuple):
   cf: jax.Array
   align: jax.Array
   opt: jax.Array
+  ev: jax.Array
 
 
-def total_loss(weights, gen, cal, cf, align, opt=0.0) -> Losses:
-  """Weighted sum; `weights` has fields or keys gen, cal, cf, align, opt
+def total_loss(weights, gen, cal, cf, align, opt=0.0, ev=0.0) -> Losses:
+  """Weighted sum; `weights` has fields or keys gen, cal, cf, align, opt, ev
   (config.train.loss_weights)."""
-  terms = dict(gen=gen, cal=cal, cf=cf, align=align, opt=opt)
+  terms = dict(gen=gen, cal=cal, cf=cf, align=align, opt=opt, ev=ev)
   total = sum(float(weights[k]) * terms[k] for k in NAMES)
   return Losses(total, *(jnp.asarray(terms[k], jnp.float32) for k in NAMES))

@@ -35,6 +35,8 @@ Evaluation every `eval_every` steps on validation questions:
           gold supporting triple: our stand-in for faithfulness during training, since the
           H-Rate verifier must stay independent of training;
   S_val = 0.7 S_ans + 0.3 S_faith drives the best checkpoint and early stopping (`patience`).
+With `eval_shuffled_evidence` (GraphLoom's heads) each evaluation also logs s_ans_shuffled, S_ans
+with every question reading the previous validation question's subgraph (`other_evidence`).
 """
 
 import dataclasses
@@ -62,6 +64,7 @@ from graphloom_jax.models import heads as heads_lib
 from graphloom_jax.models import llama
 from graphloom_jax.ops import routing
 from graphloom_jax.pipeline import decode
+from graphloom_jax.pipeline import evidence as evidence_lib
 from graphloom_jax.training import data as data_lib
 from graphloom_jax.training import losses, metric_writers
 
@@ -86,6 +89,7 @@ class Hyper:
   w_align: float
   routed: bool = True  # GraphLoom's heads; False for an adapter (L = w_gen L_gen + w_opt L_opt)
   w_opt: float = 0.0  # > 0: the options' contrastive loss (the batches need option rows)
+  w_ev: float = 0.0  # > 0: the evidence loss (own against another question's subgraph)
 
   @classmethod
   def from_config(cls, config) -> "Hyper":
@@ -93,14 +97,15 @@ class Hyper:
     w = t.loss_weights
     return cls(t.learning_rate, t.end_learning_rate, t.warmup_steps, t.num_steps, t.grad_accum,
                t.clip_norm, t.b1, t.b2, t.weight_decay, t.label_smoothing, w.gen, w.cal, w.cf,
-               w.align, heads_lib.kind_of_target(t.target) == "graphloom", w_opt=w.opt)
+               w.align, heads_lib.kind_of_target(t.target) == "graphloom", w_opt=w.opt,
+               w_ev=w.ev)
 
   def weights(self) -> dict[str, float]:
     """The loss weights (`losses.total_loss`); an adapter routes nothing, so the slot losses
     do not apply to it."""
     slots = 1.0 if self.routed else 0.0
     return dict(gen=self.w_gen, cal=slots * self.w_cal, cf=slots * self.w_cf,
-                align=slots * self.w_align, opt=self.w_opt)
+                align=slots * self.w_align, opt=self.w_opt, ev=slots * self.w_ev)
 
 
 def schedule(h: Hyper) -> optax.Schedule:
@@ -194,11 +199,21 @@ def _option_scores(heads_def, params, rest, backbone_def, backbone_state, batch,
                                  options, valid, first_layer)
 
 
+def other_evidence(batch):
+  """The batch with each row's subgraph (`pipeline.evidence.SUBGRAPH_KEYS`: its slot bank and
+  evidence vectors) replaced by the previous row's (the last row's for the first); prompt, scene
+  objects, question vector and slot utility labels stay the row's own. The negative of L_ev, and
+  (over the validation arrays, numpy in and out) the `eval_shuffled_evidence` control."""
+  return {k: (np.roll if isinstance(v, np.ndarray) else jnp.roll)(v, 1, axis=0)
+          if k in evidence_lib.SUBGRAPH_KEYS else v for k, v in batch.items()}
+
+
 def _losses(h: Hyper, batch, logits, slot_attention, r: routing.Routing, targets=None,
-            answer=None, option_scores=None) -> losses.Losses:
+            answer=None, option_scores=None, other_logits=None) -> losses.Losses:
   """The training loss; `logits` [B, A, V] predict `targets` at the answer steps `answer` [B, A]
   (default: every position, the batch's targets and loss_mask); `option_scores` [B, J] (when
-  w_opt > 0) the options' scores for L_opt."""
+  w_opt > 0) the options' scores for L_opt; `other_logits` (when w_ev > 0) the same logits
+  with another question's subgraph (`other_evidence`), for L_ev."""
   steps = batch["loss_mask"]
   targets = batch["targets"] if targets is None else targets
   answer = steps if answer is None else answer
@@ -211,7 +226,10 @@ def _losses(h: Hyper, batch, logits, slot_attention, r: routing.Routing, targets
   cal = losses.calibration_loss(r.scores, batch["slot_utility"], batch["slot_valid"], steps)
   cf = losses.contrastive_loss(r.scores, batch["slot_utility"], batch["slot_valid"], steps)
   align = losses.alignment_loss(r.scores, r.active, slot_attention, steps)
-  return losses.total_loss(h.weights(), gen, cal, cf, align, opt)
+  ev = (losses.evidence_loss(losses.answer_logprob(logits, targets, answer),
+                             losses.answer_logprob(other_logits, targets, answer))
+        if other_logits is not None else zero)
+  return losses.total_loss(h.weights(), gen, cal, cf, align, opt, ev)
 
 
 @functools.partial(jax.jit, static_argnames=("heads_def", "backbone_def", "h", "first_layer",
@@ -224,7 +242,8 @@ def train_step(params, opt_state, rest, backbone_state, batch, *, heads_def, bac
   answer steps only: the same loss, without the other positions' vocabulary projection.
   When h.w_opt > 0 the options are scored for L_opt: with `option_steps` (`data.option_steps`)
   as continuations of the prompt the question's row has read (`_option_scores`), else as full
-  option rows."""
+  option rows. When h.w_ev > 0 (GraphLoom's heads) the micro-batch runs a second time with
+  each row reading the previous row's subgraph (`other_evidence`) for L_ev."""
   at, targets, answer = _windowed(batch, answer_steps)
   if h.w_opt and "mc_tokens" not in batch:
     raise ValueError("config.train.loss_weights.opt > 0 needs multiple-choice rows (options); "
@@ -238,7 +257,10 @@ def train_step(params, opt_state, rest, backbone_state, batch, *, heads_def, bac
     scores = (_option_scores(heads_def, p, rest, backbone_def, backbone_state, batch,
                              first_layer, option_steps, logits, at, *cache)
               if h.w_opt else None)
-    out = _losses(h, batch, logits, attn, r, targets, answer, scores)
+    other = (_forward(heads_def, p, rest, backbone_def, backbone_state, other_evidence(batch),
+                      first_layer, at)[0]
+             if h.w_ev and h.routed else None)
+    out = _losses(h, batch, logits, attn, r, targets, answer, scores, other)
     active_steps = r.active & batch["loss_mask"][:, :, None]
     return out.total, (out, jnp.sum(active_steps) / jnp.maximum(jnp.sum(batch["loss_mask"]), 1))
 
@@ -247,7 +269,8 @@ def train_step(params, opt_state, rest, backbone_state, batch, *, heads_def, bac
   updates, opt_state = tx.update(grads, opt_state, params)
   params = optax.apply_updates(params, updates)
   metrics = dict(loss=out.total, gen=out.gen, cal=out.cal, cf=out.cf, align=out.align,
-                 opt=out.opt, grad_norm=optax.global_norm(grads), active_slots=active)
+                 opt=out.opt, ev=out.ev, grad_norm=optax.global_norm(grads),
+                 active_slots=active)
   return params, opt_state, metrics
 
 
@@ -374,6 +397,15 @@ class Trainer:
       raise ValueError(f"config.train.loss_weights.opt={self.h.w_opt}: the options' loss needs "
                        f"multiple-choice training data; config.train.data="
                        f"{config.train.data!r} has open answers (set it to 0)")
+    if self.h.w_ev and not self.h.routed:
+      raise ValueError(f"config.train.loss_weights.ev={self.h.w_ev}: the evidence loss swaps "
+                       "the memory's subgraph, which GraphLoom's heads read; "
+                       f"config.train.target={config.train.target!r} reads its evidence as "
+                       "text or not at all (set it to 0)")
+    if self.h.w_ev and config.train.batch_size < 2:
+      raise ValueError(f"config.train.loss_weights.ev={self.h.w_ev}: the evidence loss pairs "
+                       "each row with another row's subgraph; config.train.batch_size="
+                       f"{config.train.batch_size} has no other row (use >= 2)")
     if config.train.eval_examples:
       self.val_arrays = {k: v[:config.train.eval_examples] for k, v in val_arrays.items()}
 
@@ -641,6 +673,8 @@ class Trainer:
     improved; returns (record, whether early stopping ends the run)."""
     cfg = self.config.train
     ev = self.evaluate()
+    if cfg.eval_shuffled_evidence and self.kind == "graphloom":
+      ev["s_ans_shuffled"] = self.evaluate(other_evidence(self.val_arrays))["s_ans"]
     last = {"step": self.step, **ev}
     improved = ev["s_val"] > self.best
     if improved:

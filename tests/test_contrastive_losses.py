@@ -1,8 +1,15 @@
-"""The options' contrastive loss (config.train.loss_weights.opt) in the trainer: options scored
-as continuations of the prompt their question's row read equal the full option rows' scores
-(with each question's own and with another question's evidence), the step's L_opt is the
-cross-entropy (PyTorch) of the validation step's option scores, the weight enters the loss and
-the update, and a run on open-answer data is refused with the config key named."""
+"""The trainer's contrastive terms.
+
+The options' loss (config.train.loss_weights.opt): options scored as continuations of the prompt
+their question's row read equal the full option rows' scores (with each question's own and with
+another question's evidence), the step's L_opt is the cross-entropy (PyTorch) of the validation
+step's option scores, the weight enters the loss and the update, and a run on open-answer data
+is refused with the config key named.
+
+The evidence loss (config.train.loss_weights.ev): the step's L_ev is softplus of the gap
+between the gold answer's mean log-likelihood with the previous row's subgraph and with the
+row's own (PyTorch, from the logits of two plain forwards), only the subgraph's arrays move,
+the weight enters the loss and the update, and adapters or single-row batches are refused."""
 
 import dataclasses
 
@@ -123,8 +130,8 @@ def test_option_loss_in_the_train_step(setup):
 
 def test_adapter_gets_the_option_loss_without_slot_losses(setup):
   _, _, t, _, _ = setup
-  h = dataclasses.replace(t.h, routed=False, w_opt=0.5)
-  assert h.weights() == dict(gen=t.h.w_gen, cal=0.0, cf=0.0, align=0.0, opt=0.5)
+  h = dataclasses.replace(t.h, routed=False, w_opt=0.5, w_ev=1.0)
+  assert h.weights() == dict(gen=t.h.w_gen, cal=0.0, cf=0.0, align=0.0, opt=0.5, ev=0.0)
   assert t.h.weights()["cal"] == t.h.w_cal > 0
 
 
@@ -163,3 +170,91 @@ def test_training_with_the_option_loss_logs_it(setup, tmp_path):
   logged = [r for r in t.history if "opt" in r]
   assert len(logged) == 2 and all(r["opt"] > 0 for r in logged)
   assert any("s_ans" in r for r in t.history)
+
+
+def _answer_logprob_torch(logits, targets, mask):
+  logp = torch.log_softmax(torch.tensor(np.asarray(logits, np.float32)), -1)
+  tok = logp.gather(-1, torch.tensor(np.asarray(targets)).long()[..., None])[..., 0]
+  m = torch.tensor(np.asarray(mask)).float()
+  return (tok * m).sum(1) / m.sum(1).clamp(min=1)
+
+
+def test_other_evidence_moves_only_the_subgraph(setup):
+  _, _, _, tr, _ = setup
+  batch = {k: v[:4] for k, v in tr.items()}
+  other = jax.device_get(trainer.other_evidence(batch))
+  moved = {k for k in batch if not np.array_equal(other[k], batch[k])}
+  assert moved <= {"slot_keys", "slot_values", "slot_features", "slot_reliability",
+                   "slot_valid", "slot_is_entity", "slot_key_tokens", "slot_triple",
+                   "evidence", "evidence_mask"}
+  assert {"slot_keys", "evidence"} <= moved  # the tiny questions' subgraphs differ
+  for k in moved:  # row b reads row b - 1's subgraph
+    np.testing.assert_array_equal(other[k][1:], batch[k][:-1])
+    np.testing.assert_array_equal(other[k][0], batch[k][-1])
+
+
+def test_evidence_loss_in_the_train_step(setup):
+  _, _, t, tr, _ = setup
+  batch = {k: v[4:8] for k, v in tr.items()}
+  assert t.h.w_ev == 0.0  # off by default
+  h = dataclasses.replace(t.h, warmup_steps=0)
+  p_off, m_off = _train(t, batch, h, answer_steps=t.answer_steps)
+  assert float(m_off["ev"]) == 0.0
+  h_on = dataclasses.replace(h, w_ev=2.0)
+  p_on, m_on = _train(t, batch, h_on, answer_steps=t.answer_steps)
+  # the reference: two plain forwards over every position (no answer window), in torch
+  own = trainer._forward(t.heads_def, t.params, t.rest, t.backbone_def, t.backbone_state, batch,
+                         t.first_layer)[0]
+  other = trainer._forward(t.heads_def, t.params, t.rest, t.backbone_def, t.backbone_state,
+                           trainer.other_evidence(batch), t.first_layer)[0]
+  a = _answer_logprob_torch(own, batch["targets"], batch["loss_mask"])
+  a_other = _answer_logprob_torch(other, batch["targets"], batch["loss_mask"])
+  assert torch.all(a_other != a)
+  want = torch.nn.functional.softplus(a_other - a).mean().item()
+  np.testing.assert_allclose(float(m_on["ev"]), want, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(float(m_on["loss"]), float(m_off["loss"]) + 2.0 * want,
+                             rtol=1e-5, atol=1e-5)
+  for k in ("gen", "cal", "cf", "align", "opt"):
+    np.testing.assert_allclose(float(m_on[k]), float(m_off[k]), rtol=1e-5, atol=1e-6)
+  assert abs(float(m_on["grad_norm"]) - float(m_off["grad_norm"])) > 1e-5
+  assert any(not np.allclose(x, y, rtol=1e-5, atol=1e-7) for x, y in zip(p_on, p_off))
+
+
+def test_evidence_loss_refusals(setup, tmp_path):
+  cfg, dec, _, tr, va = setup
+  cfg = cfg.copy_and_resolve_references()
+  cfg.train.loss_weights.ev = 1.0
+  adapter = cfg.copy_and_resolve_references()
+  adapter.train.target = "no_retrieval_tuned"
+  with pytest.raises(ValueError, match=r"loss_weights.ev=1.0.*no_retrieval_tuned"):
+    trainer.Trainer(adapter, dec.model, tr, va, tmp_path / "adapter", progress=False,
+                    log=lambda *_: None)
+  single = cfg.copy_and_resolve_references()
+  single.train.batch_size = 1
+  with pytest.raises(ValueError, match=r"loss_weights.ev=1.0.*batch_size=1"):
+    trainer.Trainer(single, dec.model, tr, va, tmp_path / "single", progress=False,
+                    log=lambda *_: None)
+
+
+def test_training_with_the_evidence_loss_logs_it_and_the_shuffled_control(setup, tmp_path):
+  cfg, dec, _, tr, va = setup
+  cfg = cfg.copy_and_resolve_references()
+  cfg.train.loss_weights.ev = 1.0
+  cfg.train.eval_shuffled_evidence = True
+  cfg.train.num_steps = 2
+  cfg.train.log_every = 1
+  cfg.train.eval_every = 2
+  t = trainer.Trainer(cfg, dec.model, tr, va, tmp_path / "run", progress=False,
+                      log=lambda *_: None)
+  try:
+    t.train()
+    logged = [r for r in t.history if "ev" in r]
+    assert len(logged) == 2 and all(r["ev"] > 0 for r in logged)
+    (record,) = [r for r in t.history if "s_ans" in r]
+    # the control is S_ans over the validation arrays with the subgraphs rolled by one question
+    rolled = trainer.other_evidence(t.val_arrays)
+    assert not np.array_equal(rolled["slot_keys"], t.val_arrays["slot_keys"])
+    assert record["s_ans_shuffled"] == t.evaluate(rolled)["s_ans"]
+    assert record["s_ans"] == t.evaluate()["s_ans"]
+  finally:
+    t.close()
