@@ -245,6 +245,7 @@ def _install_wheel(tmp_path) -> pathlib.Path:
   for needed in ("graphloom_jax/launch/answer.py", "graphloom_jax/configs/tiny.py",
                  "graphloom_jax/resources/heads/smollm2/heads.safetensors",
                  "graphloom_jax/resources/heads/smollm2/adapters/no_retrieval_tuned/heads.json",
+                 "graphloom_jax/resources/heads/smollm2/adapters/flat_rag_tuned/heads.json",
                  "graphloom_jax/data/resources/scenekb_v3/MMQA_test.jsonl.gz",
                  "graphloom_jax/data/resources/wordnet/data.noun"):
     assert needed in names, needed
