@@ -154,15 +154,17 @@ def test_option_loss_on_open_answers_is_refused(setup, tmp_path):
     t.close()
 
 
-def test_training_with_the_option_loss_logs_it(setup, tmp_path):
+def _two_step_trainer(setup, workdir, **train):
+  """A trainer of 2 steps (logged each step, evaluated at the end) with `train` overrides."""
   cfg, dec, _, tr, va = setup
   cfg = cfg.copy_and_resolve_references()
-  cfg.train.loss_weights.opt = 1.0
-  cfg.train.num_steps = 2
-  cfg.train.log_every = 1
-  cfg.train.eval_every = 2
-  t = trainer.Trainer(cfg, dec.model, tr, va, tmp_path / "run", progress=False,
-                      log=lambda *_: None)
+  cfg.train.update(num_steps=2, log_every=1, eval_every=2, **train)
+  return trainer.Trainer(cfg, dec.model, tr, va, workdir, progress=False, log=lambda *_: None)
+
+
+def test_training_with_the_option_loss_logs_it(setup, tmp_path):
+  t = _two_step_trainer(setup, tmp_path / "run",
+                        loss_weights=dict(setup[0].train.loss_weights, opt=1.0))
   try:
     t.train()
   finally:
@@ -237,15 +239,8 @@ def test_evidence_loss_refusals(setup, tmp_path):
 
 
 def test_training_with_the_evidence_loss_logs_it_and_the_shuffled_control(setup, tmp_path):
-  cfg, dec, _, tr, va = setup
-  cfg = cfg.copy_and_resolve_references()
-  cfg.train.loss_weights.ev = 1.0
-  cfg.train.eval_shuffled_evidence = True
-  cfg.train.num_steps = 2
-  cfg.train.log_every = 1
-  cfg.train.eval_every = 2
-  t = trainer.Trainer(cfg, dec.model, tr, va, tmp_path / "run", progress=False,
-                      log=lambda *_: None)
+  t = _two_step_trainer(setup, tmp_path / "run", eval_shuffled_evidence=True,
+                        loss_weights=dict(setup[0].train.loss_weights, ev=1.0))
   try:
     t.train()
     logged = [r for r in t.history if "ev" in r]
