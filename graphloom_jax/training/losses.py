@@ -28,7 +28,7 @@ Shapes: B batch, T sequence length, V vocabulary, M slots, L_m memory layers, N 
   L_opt only rewards what separates the gold option from the others.
 - L_ev (GraphLoom's heads only): the evidence must explain the answer. With a_b = the mean
   log-likelihood of question b's gold answer tokens given its own memory and a'_b = the same
-  given the memory built from another question's subgraph (the next row of the micro-batch),
+  given the memory built from another question's subgraph (the previous row of the batch),
   L_ev = mean_b softplus(a'_b - a_b) = -log sigmoid(a_b - a'_b). L_gen can be lowered by a
   prior that ignores the evidence; L_ev is unchanged by anything both memories share and only
   rewards what this question's subgraph adds.
