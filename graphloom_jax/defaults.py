@@ -88,6 +88,9 @@ def _fusion() -> ml_collections.ConfigDict:
   s.dim = 128  # fusion width C
   s.per_layer = False  # one prefix per memory layer (learned gain/offset per layer)
   s.slot_rank = 0  # HieraSlot projection P: 0 = full E x D, r > 0 = factored through r
+  # Slot values also carry the decoder's mean input embedding of their value text's tokens
+  # (models/llama.py project_memory); the heads' parameters are unchanged.
+  s.token_values = False
   s.max_objects = 16  # R: scene object names the prefix reads as its image tokens
   return s
 

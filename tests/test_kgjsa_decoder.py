@@ -160,6 +160,38 @@ def test_joint_attention_decoder_matches_torch(models):
                              np.asarray(logits), atol=1e-6)
 
 
+def test_token_values_add_the_decoders_own_embeddings_of_the_value(models):
+  """With slot_value_tokens, each slot value gains the mean of the decoder's input embeddings
+  of its value tokens (-1 padding skipped; a row of only padding adds nothing) before the
+  memory layers' norm and k/v projections."""
+  ref, dec = models
+  rng = np.random.default_rng(3)
+  ids = rng.integers(0, 200, size=(2, 24)).astype(np.int32)
+  mem = random_memory(rng, 2, 24)
+  mem["slot_values"] *= 0.02  # the scale of this model's embeddings, so both parts count
+  tokens = np.full((2, 6, 4), -1, np.int32)
+  for bi in range(2):
+    for p in range(5):  # slot 5 keeps no tokens
+      n = 1 + (bi + p) % 4
+      tokens[bi, p, 4 - n:] = rng.integers(0, 200, size=n)
+  with torch.no_grad():
+    table = ref.model.embed_tokens.weight
+    added = dict(mem, slot_values=mem["slot_values"] + np.stack([np.stack([
+        table[torch.as_tensor(row[row >= 0])].mean(0).numpy() if (row >= 0).any()
+        else np.zeros(WIDTH, np.float32) for row in rows]) for rows in tokens]))
+    expected, _ = torch_reference(ref, ids, added, first=2)
+    unchanged, _ = torch_reference(ref, ids, mem, first=2)
+  memory = to_memory(mem).replace(slot_value_tokens=jnp.asarray(tokens))
+  logits, _ = forward(dec.model, ids, memory=memory, first_layer=2)
+  np.testing.assert_allclose(np.asarray(logits), expected.numpy(), atol=1e-4, rtol=0)
+  assert np.abs(expected.numpy() - unchanged.numpy()).max() > 1e-2  # the tokens moved logits
+  kv = dec.model.project_memory(memory, 2)
+  plain = dec.model.project_memory(to_memory(mem), 2)
+  np.testing.assert_allclose(np.asarray(kv.slot_v[:, :, 5]), np.asarray(plain.slot_v[:, :, 5]),
+                             atol=1e-6)  # no tokens: the value as it was
+  np.testing.assert_array_equal(np.asarray(kv.slot_k), np.asarray(plain.slot_k))  # keys kept
+
+
 def test_empty_memory_equals_plain_decoder(models):
   _, dec = models
   ids = np.random.default_rng(2).integers(0, 200, size=(2, 64)).astype(np.int32)

@@ -2,6 +2,7 @@
 provenance, timings, shared featurisation, verification + one revision, heads checkpoints and
 bad input."""
 
+import json
 import math
 
 import numpy as np
@@ -74,7 +75,7 @@ def test_training_features_are_the_slots_answer_routes_over(parts):
   feats = data.featurize(system, kb, [q], cfg.train.seq_len)
   prepared = system.prepare([q.question], [kb.scene_graph(q.extra["instance_id"])])[0]
   for key in ("slot_keys", "slot_values", "slot_valid", "slot_features", "slot_reliability",
-              "slot_key_tokens", "evidence", "image", "question_emb"):
+              "slot_key_tokens", "slot_value_tokens", "evidence", "image", "question_emb"):
     np.testing.assert_array_equal(feats[key][0], prepared.evidence.arrays[key], err_msg=key)
   answer = system.answer(q.question, kb.scene_graph(q.extra["instance_id"]))
   n = cfg.memory.bank_size // 2
@@ -190,6 +191,16 @@ def test_heads_checkpoint_round_trip_and_mismatch(parts, tmp_path):
     load_heads(tmp_path / "h", other, dec, 16)
   with pytest.raises(ValueError, match="does not fit decoder"):
     load_heads(tmp_path / "h", cfg, dec, 32)  # another embedder width
+  token_values = cfg.copy_and_resolve_references()
+  token_values.fusion.token_values = True  # same parameters, another reading of the values
+  with pytest.raises(ValueError, match=r"fusion.token_values=False \(config has True\)"):
+    load_heads(tmp_path / "h", token_values, dec, 16)
+  meta = json.loads((tmp_path / "h" / "heads.json").read_text())
+  del meta["config"]["fusion.token_values"]  # a heads.json written before the key existed
+  (tmp_path / "h" / "heads.json").write_text(json.dumps(meta))
+  load_heads(tmp_path / "h", cfg, dec, 16)
+  with pytest.raises(ValueError, match=r"fusion.token_values=False \(config has True\)"):
+    load_heads(tmp_path / "h", token_values, dec, 16)
   with pytest.raises(FileNotFoundError, match="heads.safetensors is missing"):
     load_heads(tmp_path / "nothing", cfg, dec, 16)
   (tmp_path / "h" / "heads.safetensors").write_bytes(b"\x00garbage")

@@ -99,6 +99,20 @@ def test_bank_key_tokens_for_the_mention_feature():
   assert (slots.build_bank(TRIPLES, HashEmbed(), 8).key_tokens == -1).all()  # no tokenizer
 
 
+def test_bank_value_tokens_for_token_values():
+  words = {}
+  tokenize = lambda text: [words.setdefault(w, len(words)) for w in text.split()]
+  bank = slots.build_bank(TRIPLES, HashEmbed(), 8, tokenize=tokenize)
+  v, n = slots.VALUE_TOKENS, 4
+  for j, t in enumerate(TRIPLES[:n]):
+    for p, value in ((j, f"{t['relation']} {t['object']}"), (n + j, f"{t['subject']} "
+                                                               f"{t['object']}")):
+      ids = tokenize(" " + value)[-v:]
+      np.testing.assert_array_equal(bank.value_tokens[p], [-1] * (v - len(ids)) + ids)
+  np.testing.assert_array_equal(bank.value_tokens[~bank.valid], -1)
+  assert (slots.build_bank(TRIPLES, HashEmbed(), 8).value_tokens == -1).all()
+
+
 def test_bank_bad_inputs_name_the_triple():
   emb = HashEmbed()
   bad = [dict(TRIPLES[0]), dict(TRIPLES[1], conf_ext=1.5)]

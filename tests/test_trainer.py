@@ -192,6 +192,28 @@ def test_decoder_with_bound_router_matches_training_forward(setup):
   assert np.abs(plain - got).max() > 1e-4  # the memory changes the output
 
 
+def test_token_values_reach_the_decoder_from_the_batch(setup):
+  """fusion.token_values: the heads pass the batch's slot_value_tokens to the decoder, which
+  then answers differently with the same parameters; off, the tokens are not read."""
+  from graphloom_jax.pipeline import decode
+  import jax.numpy as jnp
+  cfg, dec, tr, _, _ = setup
+  on_cfg = cfg.copy_and_resolve_references()
+  on_cfg.fusion.token_values = True
+  off = heads_lib.GraphLoomHeads(cfg, dec.config.hidden_size, 16, 16, 1, rngs=nnx.Rngs(5))
+  on = heads_lib.GraphLoomHeads(on_cfg, dec.config.hidden_size, 16, 16, 1, rngs=nnx.Rngs(5))
+  batch = {k: jnp.asarray(v[:2]) for k, v in tr.items()}
+  assert (tr["slot_value_tokens"][tr["slot_valid"]] >= 0).any(axis=-1).all()
+  assert off.memory(batch)[0].slot_value_tokens is None
+  np.testing.assert_array_equal(np.asarray(on.memory(batch)[0].slot_value_tokens),
+                                tr["slot_value_tokens"][:2])
+  run = lambda heads, b: np.asarray(decode.heads_forward(heads, dec.model, b, first_layer=-1)[0])
+  assert np.abs(run(on, batch) - run(off, batch)).max() > 1e-4
+  blank = dict(batch, slot_value_tokens=jnp.full_like(batch["slot_value_tokens"], -1))
+  np.testing.assert_allclose(run(on, blank), run(off, batch), atol=1e-5)  # nothing to add
+  np.testing.assert_array_equal(run(off, blank), run(off, batch))  # off: never read
+
+
 def test_flat_prompt():
   fmt = prompts.TextFormat(prompts.ByteTokenizer(512))
   ids = fmt.evidence_prompt_ids("Q?", ["a b c.", "d e f."])

@@ -10,8 +10,9 @@ Q evidence items, D model width, F slot features.
 here: slot_keys [B, M, E], slot_values [B, M, E], slot_valid [B, M], slot_is_entity [B, M],
 slot_features [B, M, F], slot_reliability [B, M], image [B, R, I], image_mask [B, R],
 question_emb [B, E], evidence [B, Q, E], evidence_mask [B, Q]; optional slot_key_tokens
-[B, M, W] and, for teacher-forced rows, tokens [B, T] with output_mask [B, T] (the router's
-output-mention feature).
+[B, M, W]; slot_value_tokens [B, M, V] when `fusion.token_values` is on; and, for
+teacher-forced rows, tokens [B, T] with output_mask [B, T] (the router's output-mention
+feature).
 """
 
 import json
@@ -43,6 +44,7 @@ class GraphLoomHeads(nnx.Module):
         fusion_dim=config.fusion.dim, num_layers=per_layer, rngs=rngs)
     self.router = router_lib.Router.from_config(config, model_dim, image_dim,
                                                 slots.NUM_FEATURES, rngs=rngs)
+    self.token_values = bool(config.fusion.token_values)
 
   def memory(self, batch, dtype=jnp.float32) -> tuple[memory_lib.Memory, router_lib.RouterInputs]:
     keys, values = self.slot_proj(batch["slot_keys"], batch["slot_values"], batch["slot_valid"])
@@ -51,7 +53,9 @@ class GraphLoomHeads(nnx.Module):
     mem = memory_lib.Memory(prefix=prefix.astype(dtype), prefix_mask=prefix_mask,
                             slot_keys=keys.astype(dtype), slot_values=values.astype(dtype),
                             slot_valid=batch["slot_valid"],
-                            slot_key_tokens=batch.get("slot_key_tokens"))
+                            slot_key_tokens=batch.get("slot_key_tokens"),
+                            slot_value_tokens=(batch["slot_value_tokens"] if self.token_values
+                                               else None))
     if "output_mask" in batch:  # teacher-forced rows: mentions of slot names in the answer
       mem = memory_lib.with_output_mentions(mem, batch["tokens"], batch["output_mask"])
     image_mask = batch["image_mask"][..., None].astype(jnp.float32)
@@ -135,7 +139,9 @@ HEADS_FILE, HEADS_META = "heads.safetensors", "heads.json"
 HEAD_SHAPE_KEYS = ("memory.prefix_len", "memory.entity_slots",
                    "memory.relation_slots", "memory.first_layer", "router.router_dim",
                    "router.feature_hidden", "router.calibration", "fusion.dim",
-                   "fusion.per_layer", "fusion.slot_rank")
+                   "fusion.per_layer", "fusion.slot_rank", "fusion.token_values")
+# Shape keys added after heads were first shipped, with the value an older heads.json meant.
+SHAPE_KEY_DEFAULTS = {"fusion.token_values": False}
 # The same for a trained text baseline's adapter (heads.json "kind": "tuned_prefix").
 ADAPTER_SHAPE_KEYS = ("baseline.tuned_prefix_len", "memory.first_layer")
 SHAPE_KEYS = {"graphloom": HEAD_SHAPE_KEYS, "tuned_prefix": ADAPTER_SHAPE_KEYS}
@@ -178,6 +184,13 @@ def save_heads(heads, folder, config, meta: dict | None = None) -> pathlib.Path:
   return folder
 
 
+def saved_config(meta: dict) -> dict:
+  """The shape keys a heads.json was saved with (its "config"), keys added since read as
+  `SHAPE_KEY_DEFAULTS` says an older file meant."""
+  keys = SHAPE_KEYS[meta.get("kind", "graphloom")]
+  return {**{k: v for k, v in SHAPE_KEY_DEFAULTS.items() if k in keys}, **meta.get("config", {})}
+
+
 def load_heads(folder, config, decoder, embed_dim: int, kind: str | None = None):
   """Heads saved by `save_heads` (GraphLoomHeads, or a TunedPrefix adapter: heads.json says
   which; `kind` the one the caller needs, None for either); a checkpoint that does not fit
@@ -198,7 +211,7 @@ def load_heads(folder, config, decoder, embed_dim: int, kind: str | None = None)
     raise ValueError(f"heads checkpoint {folder} holds {saved_kind!r} heads where {kind!r} are "
                      "needed (GraphLoom's heads for mode graphloom, a TunedPrefix adapter for "
                      "the *_tuned modes)")
-  saved = meta.get("config", {})
+  saved = saved_config(meta)
   diff = {k: (saved.get(k), defaults.lookup(config, k)) for k in SHAPE_KEYS[saved_kind]
           if saved.get(k) != defaults.lookup(config, k)}
   if diff:

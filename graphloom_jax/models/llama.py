@@ -351,9 +351,18 @@ class Llama(nnx.Module):
       raise ValueError(f"memory first_layer {first_layer} is outside 0..{n - 1}")
     return first
 
+  def token_values(self, tokens: jax.Array) -> jax.Array:
+    """[B, M, V] int32 (-1 padded) -> [B, M, D]: the mean input embedding of each row's
+    tokens, zero for a row without any."""
+    valid = tokens >= 0
+    emb = self.embed.value[jnp.where(valid, tokens, 0)].astype(jnp.float32)  # [B, M, V, D]
+    total = jnp.sum(emb * valid[..., None], axis=2)
+    return total / jnp.maximum(jnp.sum(valid, axis=2), 1)[..., None]
+
   def project_memory(self, memory: memory_lib.Memory, first_layer: int = -1) -> MemoryKV:
     """Maps model-width memory vectors through each memory layer's frozen attention norm and
-    k/v projections."""
+    k/v projections; slot values first gain the mean input embedding of their value tokens
+    when the memory carries `slot_value_tokens`."""
     first = self.first_memory_layer(first_layer)
     cfg = self.config
     g = cfg.num_heads // cfg.num_kv_heads
@@ -365,8 +374,12 @@ class Llama(nnx.Module):
       h = norms.rms_norm(x.astype(self.dtype), norm_w, cfg.rms_norm_eps)
       return jnp.einsum("LBXD,LKHD->LBXKH", h, w)
 
+    values = memory.slot_values
+    if memory.slot_value_tokens is not None:
+      values = (values.astype(jnp.float32) + self.token_values(memory.slot_value_tokens)
+                ).astype(values.dtype)
     return MemoryKV(prefix_k=kv(memory.prefix, w_k), prefix_v=kv(memory.prefix, w_v),
-                    slot_k=kv(memory.slot_keys, w_k), slot_v=kv(memory.slot_values, w_v))
+                    slot_k=kv(memory.slot_keys, w_k), slot_v=kv(values, w_v))
 
   def step_context(self, cache: KVCache, token_valid, sparse: SparseSpec | None) -> Step:
     """Positions, masks, rotary tables and the sparse positional selection of one call."""

@@ -18,6 +18,10 @@ so the trainable modules only ever produce model-width vectors:
   every decoding step inside the jitted loop.
 - `slot_key_tokens`: [B, M, W] int32, each slot's name as decoder tokens (right-aligned, -1
   padded; see `ops.routing.output_mentions`), or None.
+- `slot_value_tokens`: [B, M, V] int32, each slot's value text as decoder tokens (-1 padded), or
+  None. When given, the decoder adds to each slot value the mean of its own input embeddings of
+  these tokens before the k/v projections (`fusion.token_values`; docs/method.md §3), so a slot
+  carries its words in the decoder's own vocabulary beside the projected sentence embedding.
 - `slot_mentioned`: [B, T, M] bool, whether the slot's name already appeared in the generated
   output at each query position (a router context feature). Teacher-forced callers set it with
   `with_output_mentions`; `Decoder.generate` keeps it up to date at every step itself when
@@ -44,6 +48,7 @@ class Memory:
   slot_bias: jax.Array | None = None  # [B, T, M] float
   slot_key_tokens: jax.Array | None = None  # [B, M, W] int32
   slot_mentioned: jax.Array | None = None  # [B, T, M] bool
+  slot_value_tokens: jax.Array | None = None  # [B, M, V] int32
 
   @property
   def batch_size(self) -> int:

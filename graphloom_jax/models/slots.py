@@ -26,7 +26,10 @@ router's input width (`NUM_FEATURES`) and the ablation switches (`pipeline.ablat
 follow from the table. The router adds one context feature per decoding position: whether the slot's key text already
 appeared in the generated output. For it the bank keeps `key_tokens` [M, W]: the key text as
 decoder tokens, as it would appear inside generated text (after a space), right-aligned in
-W = MENTION_TOKENS places with -1 padding (see `ops.routing.output_mentions`).
+W = MENTION_TOKENS places with -1 padding (see `ops.routing.output_mentions`). It keeps the value
+text the same way in `value_tokens` [M, V] (V = VALUE_TOKENS, the last V tokens when longer, so
+the object stays): with `fusion.token_values` the decoder adds the mean of its own input
+embeddings of these tokens to the projected value (`models.llama.Llama.project_memory`).
 
 Slot utility (the label of the calibration and contrastive losses) is gold-support membership:
 1 when the slot's triple equals one of the example's gold supporting triples (compared after
@@ -49,6 +52,7 @@ FEATURES = ("retrieval_score", "conf_ext", "centrality", "context", "is_entity")
 NUM_FEATURES = len(FEATURES)
 COLUMN = {name: i for i, name in enumerate(FEATURES)}
 MENTION_TOKENS = 8  # W: tokens of a slot name tracked by the output-mention feature
+VALUE_TOKENS = 8  # V: tokens of a slot's value text kept for fusion.token_values
 _FIELDS = ("subject", "relation", "object", "score", "conf_ext", "centrality")
 
 
@@ -85,6 +89,7 @@ class SlotBank:
   utility: np.ndarray  # [M] float 0/1 gold-support membership
   triple_index: np.ndarray  # [M] int index into the triples given, -1 for padding
   key_tokens: np.ndarray  # [M, W] int32 key text as decoder tokens, right-aligned, -1 padded
+  value_tokens: np.ndarray  # [M, V] int32 value text as decoder tokens, the same layout
 
 
 def mentioned(text: str, question: str) -> float:
@@ -145,8 +150,8 @@ def build_bank(triples: Sequence[Any], embed: Callable[[list[str]], np.ndarray],
     bank_size: M, even; holds bank_size // 2 triples.
     question: the question, for the context feature.
     gold: gold supporting triples (mappings/objects with subject, relation, object), for utility.
-    tokenize: the decoder tokenizer's text -> ids, for `key_tokens` (None: all -1, the mention
-      feature never fires).
+    tokenize: the decoder tokenizer's text -> ids, for `key_tokens` and `value_tokens` (None:
+      all -1, the mention feature never fires and token values add nothing).
   """
   if bank_size <= 0 or bank_size % 2:
     raise ValueError(f"bank_size={bank_size} must be a positive even number (2 slots a triple)")
@@ -174,6 +179,7 @@ def build_bank(triples: Sequence[Any], embed: Callable[[list[str]], np.ndarray],
   utility = np.zeros((bank_size,), np.float32)
   triple_index = np.full((bank_size,), -1, np.int32)
   key_tokens = np.full((bank_size, MENTION_TOKENS), -1, np.int32)
+  value_tokens = np.full((bank_size, VALUE_TOKENS), -1, np.int32)
   for j, (i, s, r, o, score, conf, cent) in enumerate(rows):
     useful = float((_norm(s), _norm(r), _norm(o)) in gold_set)
     for p, key, value, is_ent in ((j, s, f"{r} {o}", 1.0), (n + j, r, f"{s} {o}", 0.0)):
@@ -187,8 +193,9 @@ def build_bank(triples: Sequence[Any], embed: Callable[[list[str]], np.ndarray],
       utility[p] = useful
       triple_index[p] = i
       key_tokens[p] = key_token_row(key, tokenize)
+      value_tokens[p] = key_token_row(value, tokenize, VALUE_TOKENS)
   return SlotBank(keys, values, valid, is_entity, features, reliability, utility, triple_index,
-                  key_tokens)
+                  key_tokens, value_tokens)
 
 
 def stack_banks(banks: Sequence[SlotBank]) -> dict[str, np.ndarray]:

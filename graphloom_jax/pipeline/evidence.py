@@ -35,7 +35,8 @@ from graphloom_jax.retrieval.subgraph import Subgraph
 _BANK_KEYS = (("keys", "slot_keys"), ("values", "slot_values"), ("valid", "slot_valid"),
               ("is_entity", "slot_is_entity"), ("features", "slot_features"),
               ("reliability", "slot_reliability"), ("utility", "slot_utility"),
-              ("key_tokens", "slot_key_tokens"), ("triple_index", "slot_triple"))
+              ("key_tokens", "slot_key_tokens"), ("value_tokens", "slot_value_tokens"),
+              ("triple_index", "slot_triple"))
 
 # The keys of Evidence.arrays built from the question's subgraph (not from its question, scene
 # or gold labels): what `training.trainer.other_evidence` swaps between questions.

@@ -41,7 +41,7 @@ from graphloom_jax import atomic
 from graphloom_jax.data import registry
 from graphloom_jax.pipeline import prompts
 
-FEATURES_VERSION = 3  # bump when featurize's output changes: it keys the on-disk cache
+FEATURES_VERSION = 4  # bump when featurize's output changes: it keys the on-disk cache
 # Config sections whose values change the features (the cache key includes them).
 FEATURE_SECTIONS = ("graph", "retrieval", "memory", "fusion", "correct", "verify", "decode",
                     "embedder")
