@@ -72,14 +72,37 @@ def _define_flags():
   _WORKDIRS = flags.DEFINE_list("workdirs", [], "training workdirs for the learning curves")
   _SEEDS = flags.DEFINE_list("seeds", [], "run only these seeds (indices into --heads), e.g. to "
                              "run two seeds of a row in parallel; default: every --heads folder")
-  global _ADAPTERS
+  global _ADAPTERS, _COMPARE, _AGAINST
   _ADAPTERS = flags.DEFINE_list("adapters", [], "mode=folder pairs of trained text baselines "
                                 "(launch.train --config.train.target=MODE), one per training "
                                 "seed in seed order, e.g. flat_rag_tuned=runs/v3/frt0/heads")
+  _COMPARE = flags.DEFINE_list("compare", [], "row files (rows/<split-n>/seed<s>/<row>.json, any "
+                               "workdir) to pair against --against: prints the paired "
+                               "differences and exits")
+  _AGAINST = flags.DEFINE_list("against", [], "with --compare: the reference's row files, "
+                               "paired by seed")
+
+
+def _print_comparison(row_files, reference_files):
+  try:
+    result = scenekb_report.compare_files(row_files, reference_files)
+  except ValueError as e:
+    raise app.UsageError(str(e)) from None
+  for metric, label in (("mc_accuracy", "MC"), ("em", "EM")):
+    p = result[metric]
+    if p is None:
+      print(f"{label}: no questions answered by both sides")
+      continue
+    extra = f", same option {p['same_choice']:.0f}%" if "same_choice" in p else ""
+    print(f"{label}: {p['delta']:+.1f} [{p['lo']:+.1f}, {p['hi']:+.1f}] over {p['questions']} "
+          f"questions, {p['seeds']} seed(s){extra}")
 
 
 def main(argv):
   del argv
+  if _COMPARE.value or _AGAINST.value:
+    _print_comparison(_COMPARE.value, _AGAINST.value)
+    return
   base = _CONFIG.value
   root = pathlib.Path(_ROOT.value)
   if mmqa.find_file(root, "truth") is None:  # the embedded benchmark's files are gzipped

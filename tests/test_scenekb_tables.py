@@ -208,3 +208,39 @@ def test_tables_root_needs_a_benchmark_and_reads_the_embedded_gzipped_one(tmp_pa
   assert f"--root={tmp_path}: no truth.jsonl(.gz)" in proc.stderr + proc.stdout
   assert not (tmp_path / "out").exists()
   assert mmqa.find_file(scenekb.FOLDER, "truth").name == "truth.jsonl.gz"
+
+
+def test_compare_pairs_row_files_from_two_workdirs_by_seed(tmp_path):
+  """--compare / --against: two sets of row files (any folders) paired by their seed, the same
+  numbers as paired_difference on the rows renamed; bad files are usage errors naming them."""
+  import pathlib
+  import subprocess
+  import sys
+  a = [_row("graphloom", s, [1, 1, 0, 1, s], [1, 0, 0, 1, 0]) for s in range(2)]
+  b = [_row("graphloom", s, [1, 0, 0, 0, 1], [0, 0, 0, 1, 0]) for s in range(2)]
+  files = {}
+  for side, rows in (("a", a), ("b", b)):
+    for r in rows:
+      path = tmp_path / side / f"seed{r['seed']}" / "graphloom.json"
+      path.parent.mkdir(parents=True)
+      path.write_text(json.dumps(r))
+      files.setdefault(side, []).append(str(path))
+  got = scenekb_report.compare_files(files["a"], files["b"][::-1])  # paired by seed, not order
+  # by hand: MC per question over both seeds, a - b = [0, 100, 0, 100, -50] -> mean 30
+  assert got["mc_accuracy"]["delta"] == pytest.approx(30.0)
+  assert got["mc_accuracy"]["seeds"] == 2 and got["mc_accuracy"]["questions"] == 5
+  assert got["em"]["delta"] == pytest.approx(20.0)  # EM a - b = [100, 0, 0, 0, 0]
+  with pytest.raises(ValueError, match="both seed 0 of the row side"):
+    scenekb_report.compare_files([files["a"][0]] * 2, files["b"])
+  (tmp_path / "bad.json").write_text("{\"records\": 3}")
+  with pytest.raises(ValueError, match="bad.json is not a row file"):
+    scenekb_report.compare_files([str(tmp_path / "bad.json")], files["b"])
+  with pytest.raises(ValueError, match="cannot read the row file .*missing.json"):
+    scenekb_report.compare_files([str(tmp_path / "missing.json")], files["b"])
+  repo = pathlib.Path(__file__).resolve().parents[1]
+  proc = subprocess.run([sys.executable, "-m", "benchmarks.scenekb_tables",
+                         "--compare=" + ",".join(files["a"]), "--against=" + ",".join(files["b"])],
+                        cwd=repo, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr
+  assert "MC: +30.0 [" in proc.stdout and "EM: +20.0 [" in proc.stdout
+  assert "over 5 questions, 2 seed(s), same option" in proc.stdout

@@ -96,6 +96,35 @@ def paired_difference(rows: list[dict], name: str, metric: str, reference: str =
   return out
 
 
+def compare_files(row_files, reference_files) -> dict[str, dict]:
+  """`paired_difference` of two sets of row files from any workdirs (for example two sets of
+  heads answering the same questions): each file is one row JSON of `run_row` (one seed; the
+  files of a side are paired with the other side's by their "seed"). Returns
+  {"mc_accuracy": ..., "em": ...}, each None where nothing pairs. A file that is missing, not
+  a row, or a seed given twice on one side is an error naming the file."""
+  rows = []
+  for side, files in (("row", row_files), ("reference", reference_files)):
+    if not files:
+      raise ValueError(f"compare: no {side} files given")
+    seen = {}
+    for f in files:
+      path = pathlib.Path(f)
+      try:
+        r = json.loads(path.read_text())
+      except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"compare: cannot read the row file {path} ({e})") from None
+      if not isinstance(r, dict) or not isinstance(r.get("records"), list) or "seed" not in r:
+        raise ValueError(f"compare: {path} is not a row file (a run_row JSON with 'seed' and "
+                         "'records')")
+      if r["seed"] in seen:
+        raise ValueError(f"compare: {path} and {seen[r['seed']]} are both seed {r['seed']} of "
+                         f"the {side} side")
+      seen[r["seed"]] = path
+      rows.append(dict(r, name=side))
+  return {m: paired_difference(rows, "row", m, reference="reference")
+          for m in ("mc_accuracy", "em")}
+
+
 def _fmt_delta(p: dict | None) -> str:
   if p is None:
     return "-"
