@@ -187,8 +187,8 @@ def test_other_evidence_moves_only_the_subgraph(setup):
   other = jax.device_get(trainer.other_evidence(batch))
   moved = {k for k in batch if not np.array_equal(other[k], batch[k])}
   assert moved <= {"slot_keys", "slot_values", "slot_features", "slot_reliability",
-                   "slot_valid", "slot_is_entity", "slot_key_tokens", "slot_triple",
-                   "evidence", "evidence_mask"}
+                   "slot_valid", "slot_is_entity", "slot_key_tokens", "slot_value_tokens",
+                   "slot_triple", "evidence", "evidence_mask"}
   assert {"slot_keys", "evidence"} <= moved  # the tiny questions' subgraphs differ
   for k in moved:  # row b reads row b - 1's subgraph
     np.testing.assert_array_equal(other[k][1:], batch[k][:-1])
