@@ -41,9 +41,7 @@ from graphloom_jax import atomic
 from graphloom_jax.data import registry
 from graphloom_jax.pipeline import prompts
 
-# Bump when featurize's output changes: it keys the on-disk cache. (Version 3 caches lack only
-# slot_value_tokens, which is read only under fusion.token_values, itself part of the key.)
-FEATURES_VERSION = 3
+FEATURES_VERSION = 4  # bump when featurize's output changes: it keys the on-disk cache
 # Config sections whose values change the features (the cache key includes them).
 FEATURE_SECTIONS = ("graph", "retrieval", "memory", "fusion", "correct", "verify", "decode",
                     "embedder")
