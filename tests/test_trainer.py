@@ -264,3 +264,32 @@ def test_lazy_graphs_build_each_instance_once_and_forget_it_after_last_use(setup
                                  cfg.train.seq_len)
   for k in tr:
     np.testing.assert_array_equal(lazy[k], tr[k], err_msg=k)
+
+
+def test_heads_only_keys_share_the_feature_cache(setup):
+  """Each key of data.HEADS_ONLY_KEYS changed: the same features and the same cache key; a
+  featurisation key (memory.bank_size) changed: another key."""
+  cfg, dec, tr, _, system = setup
+  kb = scenekb.load("train", root=scenekb.V1_FOLDER)
+  examples = [registry.scenekb_example(q) for q in kb.questions[:16]]
+  base = data.cache_key(system, examples, cfg.train.seq_len)
+  changed = {"memory.first_layer": 0, "fusion.dim": 2 * cfg.fusion.dim,
+             "fusion.per_layer": not cfg.fusion.per_layer, "fusion.slot_rank": 4,
+             "fusion.token_values": not cfg.fusion.token_values}
+  assert set(changed) == set(data.HEADS_ONLY_KEYS)
+
+  def variant(key, value):
+    c = cfg.copy_and_resolve_references()
+    section, name = key.split(".")
+    c[section][name] = value
+    return GraphLoom(c, dec, HashEmbed(), kb_sources=[kb.kb_source()])
+
+  for key, value in changed.items():
+    other = variant(key, value)
+    assert data.cache_key(other, examples, cfg.train.seq_len) == base, key
+    arrays = data.featurize_examples(other, examples, lambda ex: kb.scene_graph(ex.instance_id),
+                                     cfg.train.seq_len)
+    for k in tr:
+      np.testing.assert_array_equal(arrays[k], tr[k][:16], err_msg=f"{key}: {k}")
+  other = variant("memory.bank_size", cfg.memory.bank_size + 2)
+  assert data.cache_key(other, examples, cfg.train.seq_len) != base

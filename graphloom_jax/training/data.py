@@ -45,6 +45,11 @@ FEATURES_VERSION = 4  # bump when featurize's output changes: it keys the on-dis
 # Config sections whose values change the features (the cache key includes them).
 FEATURE_SECTIONS = ("graph", "retrieval", "memory", "fusion", "correct", "verify", "decode",
                     "embedder")
+# Keys of those sections that act only in the heads or the decoder, never in featurisation
+# (`GraphLoom.prepare` and the prompts): runs that differ only in them share one feature cache.
+# A test featurises with each of them changed and compares the arrays.
+HEADS_ONLY_KEYS = ("memory.first_layer", "fusion.dim", "fusion.per_layer", "fusion.slot_rank",
+                   "fusion.token_values")
 PREPARE_CHUNK = 64  # questions per pipeline call (bounds the batched query writer's work)
 
 
@@ -166,11 +171,14 @@ def featurize_rows(system, questions: Sequence, graphs: Sequence, gold: Sequence
 
 
 def cache_key(system, examples: Sequence[registry.Example], seq_len: int) -> str:
-  """What the features depend on: this module's version, the featurisation config sections,
-  the embedder, the prompts and tokenizer, and the questions (ids, texts and gold answers: two
-  benchmarks drawn with different seeds share ids)."""
+  """What the features depend on: this module's version, the featurisation config sections
+  (less `HEADS_ONLY_KEYS`), the embedder, the prompts and tokenizer, and the questions (ids,
+  texts and gold answers: two benchmarks drawn with different seeds share ids)."""
   cfg = system.config
   sections = {k: json.loads(cfg[k].to_json_best_effort()) for k in FEATURE_SECTIONS}
+  for key in HEADS_ONLY_KEYS:
+    section, name = key.split(".")
+    sections[section].pop(name)
   return hashlib.sha256(json.dumps(
       [FEATURES_VERSION, sections, seq_len, system.embedder.model_id, prompts.PROMPT,
        prompts.PLAIN_PROMPT, type(system.fmt.tok).__name__, system.fmt.prompt_ids("probe"),
