@@ -88,10 +88,10 @@ def _print_comparison(row_files, reference_files):
     result = scenekb_report.compare_files(row_files, reference_files)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
-  for metric, label in (("mc_accuracy", "MC"), ("em", "EM")):
+  for metric, label in (("mc_accuracy", "MC"), ("em", "EM"), ("text_h_rate", "H-Rate, text")):
     p = result[metric]
     if p is None:
-      print(f"{label}: no questions answered by both sides")
+      print(f"{label}: no questions answered by both sides (or rows without the rate)")
       continue
     extra = f", same option {p['same_choice']:.0f}%" if "same_choice" in p else ""
     print(f"{label}: {p['delta']:+.1f} [{p['lo']:+.1f}, {p['hi']:+.1f}] over {p['questions']} "

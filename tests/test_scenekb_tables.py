@@ -42,6 +42,13 @@ def test_rows_metrics_and_report(bench, tmp_path):
   assert m["h_rate"] == pytest.approx(100 * sum(x["unsupported_claims"] for x in recs) / claims)
   assert m["falsity"] == pytest.approx(100 * sum(x["false_claims"] for x in recs) / claims)
   assert m["abstention"] == pytest.approx(100 * np.mean([x["abstained"] for x in recs]))
+  # the text rates leave GraphLoom's cited triples out of the same claims
+  for x in recs:
+    assert x["claims"] - len(x["cited"]) <= x["text_claims"] <= x["claims"]
+    assert x["text_unsupported"] <= x["unsupported_claims"]
+  text = max(sum(x["text_claims"] for x in recs), 1)
+  assert m["text_h_rate"] == pytest.approx(100 * sum(x["text_unsupported"] for x in recs) / text)
+  assert m["text_falsity"] == pytest.approx(100 * sum(x["text_false"] for x in recs) / text)
   assert m["em"] == pytest.approx(np.mean([x["em"] for x in recs]))
   for x, q in zip(recs, questions):
     assert x["qid"] == q.qid and 0.0 <= x["recall5"] <= 1.0
@@ -71,6 +78,26 @@ def test_rows_metrics_and_report(bench, tmp_path):
   assert summary["test-6"]["rows"]["graphloom"]["mc_accuracy"] == pytest.approx(
       json.loads((rows_dir / "graphloom.json").read_text())["metrics"]["mc_accuracy"])
   assert (out / "test-6-ablations.png").exists() and (out / "test-6-sensitivity.png").exists()
+
+
+def test_text_claims_leave_the_cited_triples_out():
+  """A record's text_* counts are its claims of origin "answer" and "asserted"; the row's
+  text_h_rate / text_falsity are their rates (hand-made claims)."""
+  C = hallucination.PaperClaim
+  paper = hallucination.Assessment(False, [
+      C((), "answer", False, True), C((), "cited", True, True), C((), "cited", True, False),
+      C((), "asserted", False, False)])
+  f = scenekb_rows._paper_fields(paper)
+  assert (f["claims"], f["unsupported_claims"], f["false_claims"]) == (4, 2, 2)
+  assert (f["text_claims"], f["text_unsupported"], f["text_false"]) == (2, 2, 1)
+  other = scenekb_rows._paper_fields(hallucination.Assessment(False, [C((), "answer", True, True)]))
+  recs = [dict(f, abstained=False, hallucinated=True), dict(other, abstained=False,
+                                                             hallucinated=False)]
+  m = scenekb_rows._paper_metrics(recs)
+  assert m["h_rate"] == pytest.approx(40.0) and m["falsity"] == pytest.approx(40.0)
+  assert m["text_h_rate"] == pytest.approx(200 / 3) and m["text_falsity"] == pytest.approx(100 / 3)
+  old = [{k: v for k, v in r.items() if not k.startswith("text_")} for r in recs]
+  assert "text_h_rate" not in scenekb_rows._paper_metrics(old)  # rows written before the fields
 
 
 def test_rows_resolve_and_unknown_rows_fail():
@@ -146,6 +173,39 @@ def test_paired_difference_against_scipy_bootstrap():
   assert scenekb_report.paired_difference(
       rows[:1] + [_row("-router", 0, abl[0], ref_em[0], qids=[f"x{i}" for i in range(n)])],
       "-router", "em") is None
+
+
+def test_paired_claim_rate_difference_pools_claims_over_questions_and_seeds():
+  """text_h_rate: each side's rate is its unsupported / all text claims summed over the paired
+  questions and seeds; the interval resamples questions (checked against scipy's bootstrap of
+  the same statistic); rows without the fields pair to None."""
+  from scipy import stats
+  rng = np.random.default_rng(7)
+  n = 200
+  def row(name, s, claims, unsup):
+    r = _row(name, s, [1] * n, [0] * n)
+    for x, c, u in zip(r["records"], claims, unsup):
+      x.update(text_claims=int(c), text_unsupported=int(u))
+    return r
+  sides = {}
+  for name, p in (("graphloom", 0.3), ("flat_rag_tuned", 0.5)):
+    claims = [rng.integers(1, 4, n) for _ in range(2)]
+    sides[name] = [(c, rng.binomial(c, p)) for c in claims]
+  rows = [row(k, s, *v[s]) for k, v in sides.items() for s in range(2)]
+  got = scenekb_report.paired_difference(rows, "flat_rag_tuned", "text_h_rate")
+  rate = lambda k: 100 * sum(u.sum() for _, u in sides[k]) / sum(c.sum() for c, _ in sides[k])
+  assert got["delta"] == pytest.approx(rate("flat_rag_tuned") - rate("graphloom"))
+  assert got["seeds"] == 2 and got["questions"] == n
+  cols = [sum(v[s][i] for s in range(2)) for k in ("flat_rag_tuned", "graphloom")
+          for v in [sides[k]] for i in (0, 1)]  # per question, over seeds: c, u, c, u
+  stat = lambda c1, u1, c0, u0, axis=-1: 100 * (u1.sum(axis) / c1.sum(axis)
+                                               - u0.sum(axis) / c0.sum(axis))
+  ci = stats.bootstrap(tuple(cols), stat, paired=True, n_resamples=20_000, method="percentile",
+                       random_state=0).confidence_interval
+  assert abs(got["lo"] - ci.low) < 0.5 and abs(got["hi"] - ci.high) < 0.5
+  assert 0 < got["lo"] < got["delta"] < got["hi"]
+  bare = [_row(k, 0, [1] * n, [0] * n) for k in sides]
+  assert scenekb_report.paired_difference(bare, "flat_rag_tuned", "text_h_rate") is None
 
 
 def test_paired_difference_counts_the_same_choices():

@@ -22,7 +22,8 @@ def _pyplot():
 
 
 COLUMNS = (("mc_accuracy", "MC acc"), ("em", "EM"), ("f1", "F1"), ("h_rate", "H-Rate"),
-           ("falsity", "falsity"), ("abstention", "abstain"), ("recall5", "R@5"),
+           ("falsity", "falsity"), ("text_h_rate", "H-Rate, text"),
+           ("text_falsity", "falsity, text"), ("abstention", "abstain"), ("recall5", "R@5"),
            ("seconds_per_question", "s/question"))
 
 
@@ -56,6 +57,38 @@ def _correct(record: dict, metric: str) -> float:
   return float(record["em"])  # the records hold EM in points already
 
 
+# Claim rates: (numerator, denominator) record fields, pooled over questions (docs/evaluation.md)
+RATIOS = {"h_rate": ("unsupported_claims", "claims"),
+          "text_h_rate": ("text_unsupported", "text_claims")}
+PAIRED = ("mc_accuracy", "em", "text_h_rate")  # the paired differences the tables print
+
+
+def _ratio_difference(pairs, common, metric, resamples, seed) -> dict | None:
+  """A claim rate of the row minus the reference's, each pooled over the paired questions and
+  seeds (sum of the numerators / sum of the denominators, in %), with a 95% percentile bootstrap
+  interval over questions (the same resampling as `paired_difference`)."""
+  num, den = RATIOS[metric]
+  order = sorted(common)
+  counts = np.zeros((2, 2, len(order)))  # side (row, reference), numerator / denominator, q
+  for row, ref in pairs:
+    for side, r in enumerate((row, ref)):
+      got = {x["qid"]: x for x in r["records"]}
+      if any(num not in got[q] for q in order):
+        return None  # rows written before the field existed
+      counts[side] += np.array([[got[q][num] for q in order], [got[q][den] for q in order]])
+
+  def rate(c):
+    n, d = c[..., 0, :].sum(-1), c[..., 1, :].sum(-1)
+    return 100.0 * np.divide(n, d, out=np.zeros_like(n), where=d > 0)
+
+  est = rate(counts[0]) - rate(counts[1])
+  idx = np.random.default_rng(seed).integers(0, len(order), size=(resamples, len(order)))
+  boot = rate(counts[0][:, idx].transpose(1, 0, 2)) - rate(counts[1][:, idx].transpose(1, 0, 2))
+  lo, hi = np.percentile(boot, [2.5, 97.5])
+  return dict(delta=float(est), lo=float(lo), hi=float(hi), seeds=len(pairs),
+              questions=len(order))
+
+
 def paired_difference(rows: list[dict], name: str, metric: str, reference: str = "graphloom",
                       resamples: int = 10_000, seed: int = 0) -> dict | None:
   """Row minus reference on the same questions, in points, with a 95% percentile bootstrap
@@ -70,7 +103,10 @@ def paired_difference(rows: list[dict], name: str, metric: str, reference: str =
   interval is the spread of the test set, with the seeds averaged in. For mc_accuracy also
   `same_choice`: the percentage of those (question, seed) pairs on which the row picks the
   reference's option, right or wrong (an evidence control that leaves it near 100 shows that
-  the evidence does not decide the choice).
+  the evidence does not decide the choice). For a claim rate (`RATIOS`: h_rate, text_h_rate)
+  the estimate is the difference of the two rates pooled over the paired questions and seeds,
+  and the interval resamples the questions the same way (`_ratio_difference`); None for rows
+  that lack the rate's fields.
   """
   by_seed = {}
   for r in rows:
@@ -82,6 +118,8 @@ def paired_difference(rows: list[dict], name: str, metric: str, reference: str =
   common = set.intersection(*({x["qid"] for x in r["records"]} for pair in pairs for r in pair))
   if not common:
     return None
+  if metric in RATIOS:
+    return _ratio_difference(pairs, common, metric, resamples, seed)
   diffs, same = [], []
   for row, ref in pairs:
     got = {x["qid"]: x for x in row["records"]}
@@ -100,7 +138,7 @@ def compare_files(row_files, reference_files) -> dict[str, dict]:
   """`paired_difference` of two sets of row files from any workdirs (for example two sets of
   heads answering the same questions): each file is one row JSON of `run_row` (one seed; the
   files of a side are paired with the other side's by their "seed"). Returns
-  {"mc_accuracy": ..., "em": ...}, each None where nothing pairs. A file that is missing, not
+  {"mc_accuracy": ..., "em": ..., "text_h_rate": ...}, each None where nothing pairs. A file that is missing, not
   a row, or a seed given twice on one side is an error naming the file."""
   rows = []
   for side, files in (("row", row_files), ("reference", reference_files)):
@@ -122,7 +160,7 @@ def compare_files(row_files, reference_files) -> dict[str, dict]:
       seen[r["seed"]] = path
       rows.append(dict(r, name=side))
   return {m: paired_difference(rows, "row", m, reference="reference")
-          for m in ("mc_accuracy", "em")}
+          for m in PAIRED}
 
 
 def _fmt_delta(p: dict | None) -> str:
@@ -144,14 +182,13 @@ def _fmt(a: dict, key: str) -> str:
 def _table(aggs: dict[str, dict], paired: bool = False) -> list[str]:
   """One line per aggregated row; with `paired`, its paired differences from graphloom too."""
   extra = (["ΔMC vs graphloom [95% CI]", "ΔEM vs graphloom [95% CI]",
-            "same option as graphloom %"] if paired else [])
+            "ΔH-Rate, text [95% CI]", "same option as graphloom %"] if paired else [])
   lines = ["| row | seeds | " + " | ".join([c for _, c in COLUMNS] + extra) + " |",
            "|---|---|" + "---|" * (len(COLUMNS) + len(extra))]
   for n, a in aggs.items():
     cells = [_fmt(a, k) for k, _ in COLUMNS]
     if paired:
-      cells += [_fmt_delta(a["paired"][m]) if "paired" in a else ""
-                for m in ("mc_accuracy", "em")]
+      cells += [_fmt_delta(a["paired"][m]) if "paired" in a else "" for m in PAIRED]
       mc = a.get("paired", {}).get("mc_accuracy")
       cells.append(f"{mc['same_choice']:.0f}" if mc else "")
     lines.append(f"| {n} | {a['seeds']} | " + " | ".join(cells) + " |")
@@ -317,7 +354,7 @@ def _group_tables(rows, groups: dict) -> tuple[list[str], dict]:
     if group != "main":
       for n, a in aggs.items():
         if n != "graphloom":
-          a["paired"] = {m: paired_difference(rows, n, m) for m in ("mc_accuracy", "em")}
+          a["paired"] = {m: paired_difference(rows, n, m) for m in PAIRED}
     summary.update(aggs)
     lines = _table(aggs, paired=group != "main")
     if len(lines) > 2 + (group != "main"):

@@ -261,17 +261,31 @@ def given_evidence(a, mode: str) -> list:
 
 
 def _paper_fields(paper) -> dict:
+  """A record's claim counts: over all of the answer's claims, and over those of its text
+  alone (`text_*`: the bound question claim and the asserted evidence lines, GraphLoom's cited
+  triples left out, so that a mode that cites is compared with one that does not on the same
+  kind of claim)."""
+  text = [c for c in paper.claims if c.origin != "cited"]
   return dict(claims=len(paper.claims), abstained=paper.abstained,
               unsupported_claims=sum(not c.supported for c in paper.claims),
-              false_claims=sum(not c.true for c in paper.claims))
+              false_claims=sum(not c.true for c in paper.claims),
+              text_claims=len(text), text_unsupported=sum(not c.supported for c in text),
+              text_false=sum(not c.true for c in text))
 
 
 def _paper_metrics(records) -> dict:
   """The paper's H-Rate (unsupported claims / claims), falsity (false claims / claims),
-  abstention, all in %, and the share of answers with a false claim (v2's H-Rate)."""
+  the same two over the answer text's claims alone (`_paper_fields`), abstention, all in %, and
+  the share of answers with a false claim (v2's H-Rate)."""
   n = sum(r["claims"] for r in records)
+  text = {}
+  if all("text_claims" in r for r in records):  # rows written before 2026-12-06 lack them
+    t = sum(r["text_claims"] for r in records)
+    text = dict(text_h_rate=100 * sum(r["text_unsupported"] for r in records) / t if t else 0.0,
+                text_falsity=100 * sum(r["text_false"] for r in records) / t if t else 0.0)
   return dict(h_rate=100 * sum(r["unsupported_claims"] for r in records) / n if n else 0.0,
               falsity=100 * sum(r["false_claims"] for r in records) / n if n else 0.0,
+              **text,
               abstention=100 * float(np.mean([r["abstained"] for r in records])),
               answer_false_rate=100 * float(np.mean([r["hallucinated"] for r in records])),
               h_rate_definition="paper")
