@@ -138,8 +138,8 @@ def compare_files(row_files, reference_files) -> dict[str, dict]:
   """`paired_difference` of two sets of row files from any workdirs (for example two sets of
   heads answering the same questions): each file is one row JSON of `run_row` (one seed; the
   files of a side are paired with the other side's by their "seed"). Returns
-  {"mc_accuracy": ..., "em": ..., "text_h_rate": ...}, each None where nothing pairs. A file that is missing, not
-  a row, or a seed given twice on one side is an error naming the file."""
+  {"mc_accuracy": ..., "em": ..., "text_h_rate": ...}, each None where nothing pairs. A file
+  that is missing, not a row, or a seed given twice on one side is an error naming the file."""
   rows = []
   for side, files in (("row", row_files), ("reference", reference_files)):
     if not files:
