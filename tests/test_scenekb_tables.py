@@ -123,6 +123,28 @@ def test_seed_aggregate_is_mean_and_sample_std():
       f"{np.std([24.7, 36.0, 20.7], ddof=1):.1f}"
 
 
+def test_family_table_means_each_rows_seeds_per_family():
+  """The per-family table: every main / tuned / control row present, in the groups' order,
+  each cell the mean over the row's seeds of its family's MC / EM / text H-Rate; rows of other
+  groups (components) and rows without families stay out."""
+  def fam_row(name, seed, compare, compose):
+    fams = {f: {"n": 2, "mc_accuracy": v[0], "em": v[1], "text_h_rate": v[2]}
+            for f, v in (("Compare", compare), ("Compose", compose))}
+    return {"name": name, "seed": seed, "by_family": fams}
+
+  rows = [fam_row("graphloom", 0, (50, 0, 40), (100, 50, 20)),
+          fam_row("graphloom", 1, (100, 50, 60), (0, 0, 80)),
+          fam_row("flat_rag_tuned", 0, (0, 0, 100), (50, 50, 50)),
+          fam_row("-router", 0, (1, 1, 1), (1, 1, 1)),
+          {"name": "symbolic", "seed": 0, "by_family": {}}]
+  md = scenekb_report._family_table(rows, scenekb_rows.GROUPS)
+  body = [line for line in md if line.startswith("| ") and not line.startswith("| row")]
+  assert body == ["| graphloom | 2 | 75 / 25 / 50 | 50 / 25 / 50 |",
+                  "| flat_rag_tuned | 1 | 0 / 0 / 100 | 50 / 50 / 50 |"]
+  assert "| row | seeds | Compare | Compose |" in md
+  assert scenekb_report._family_table(rows[3:], scenekb_rows.GROUPS) == []
+
+
 def test_the_rows_define_no_flags():
   """The rows and the report are library modules: importing them defines no absl flags, so
   the tables' command line (benchmarks/scenekb_tables.py) cannot collide with another's."""

@@ -370,19 +370,34 @@ def _group_tables(rows, groups: dict) -> tuple[list[str], dict]:
   return md, summary
 
 
-def _family_table(rows) -> list[str]:
-  """MC acc / EM / H-Rate per question family of the seed-0 main rows."""
-  fam_rows = [r for r in rows if r["name"] in ("graphloom", "flat_rag", "no_retrieval")
-              and r["seed"] == 0]
-  if not fam_rows:
+FAMILY_GROUPS = ("main", "tuned", "controls")  # the groups the per-family table lists
+
+
+def _family_table(rows, groups: dict) -> list[str]:
+  """MC acc / EM / H-Rate over the answer text per question family, mean over the seeds of
+  each row of `FAMILY_GROUPS` present (the order of `groups`)."""
+  names = [n for g in FAMILY_GROUPS for n, *_ in groups.get(g, [])]
+  runs = {n: [r for r in rows if r["name"] == n and r.get("by_family")] for n in names}
+  runs = {n: rs for n, rs in runs.items() if rs}
+  if not runs:
     return []
-  fams = sorted(fam_rows[0]["by_family"])
-  md = ["### per question family (seed 0): MC acc / EM / H-Rate", "",
-        "| row | " + " | ".join(fams) + " |", "|---|" + "---|" * len(fams)]
-  for r in fam_rows:
-    md.append(f"| {r['name']} | " + " | ".join(
-        f"{r['by_family'][f]['mc_accuracy']:.0f} / {r['by_family'][f]['em']:.0f} / "
-        f"{r['by_family'][f]['h_rate']:.0f}" for f in fams) + " |")
+  fams = sorted(next(iter(runs.values()))[0]["by_family"])
+
+  def cell(rs, fam):
+    vals = []
+    for key in ("mc_accuracy", "em", "text_h_rate"):
+      got = [r["by_family"][fam][key] for r in rs
+             if r["by_family"].get(fam, {}).get(key) is not None]
+      vals.append(f"{statistics.fmean(got):.0f}" if got else "-")
+    return " / ".join(vals)
+
+  n = {next(iter(runs.values()))[0]["by_family"][f].get("n", "?") for f in fams}
+  md = ["### per question family: MC acc / EM / H-Rate of the answer text", "",
+        f"Mean over the row's seeds; {'/'.join(str(x) for x in sorted(n, key=str))} questions "
+        "per family and seed.", "",
+        "| row | seeds | " + " | ".join(fams) + " |", "|---|---|" + "---|" * len(fams)]
+  for name, rs in runs.items():
+    md.append(f"| {name} | {len(rs)} | " + " | ".join(cell(rs, f) for f in fams) + " |")
   return md + [""]
 
 
@@ -401,7 +416,7 @@ def write(out: pathlib.Path, workdirs: list[pathlib.Path], groups: dict) -> path
   for split, (rows, cal) in found.items():
     tables, aggs = _group_tables(rows, groups)
     summary[split] = {"rows": aggs, "calibration": cal}
-    md += [f"## {split}", ""] + tables + _family_table(rows)
+    md += [f"## {split}", ""] + tables + _family_table(rows, groups)
     plots = {
         "ablations": _bars(out / f"{split}-ablations.png", aggs,
                            [n for g in ("components", "features", "knowledge")
