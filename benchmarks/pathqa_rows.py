@@ -10,7 +10,8 @@ lexicon reader (graphloom_jax.graph.path_reader) on the same questions.
       --data=pathquestion --data_config=PQL-3H --data_dir=DIR --heads=HEADS \
       --rows=lexicon,no_retrieval,flat_rag,graphloom,shuffled,none,oracle --workdir=OUT
 
-Rows: `lexicon` and `oracle_path` (the readers of graph/path_reader, fitted on train), any
+Rows: `lexicon`, `oracle_path` and `topic` (the readers of graph/path_reader, fitted on train;
+`topic` echoes the question's topic entity), any
 answering mode of `pipeline.types` (`graphloom` needs --heads, a tuned mode --adapters), and the
 evidence controls of GraphLoom (`shuffled`: the subgraph retrieved for a question about another
 topic entity, over that question's instance graph; `none`: no evidence; `blind`: no evidence

@@ -1,8 +1,9 @@
 r"""The non-learned baselines on PathQuestion and WorldCup2014 (graphloom_jax.graph.path_reader):
-Hits@1 of the oracle path follower, the naive Bayes relation lexicon and the answer prior on each
-dataset's validation and test split, under the path split and the published split by line, with
-95% bootstrap intervals; split statistics (how much of a test path train already holds); the
-published results beside them. Writes results.json and report.md to --workdir.
+Hits@1 of the oracle path follower, the naive Bayes relation lexicon, the answer prior and the
+topic echo on each dataset's validation and test split, under the path split and the published
+split by line, with 95% bootstrap intervals; split statistics (how much of a test path train
+already holds); the published results beside them. Writes results.json and
+pathqa_tables.report.md to --workdir.
 
   python -m benchmarks.pathqa_tables --pathquestion_dir=DIR --wc2014_dir=DIR \
       --workdir=benchmarks/results/pathqa

@@ -1,6 +1,7 @@
 """The non-learned path readers (graphloom_jax.graph.path_reader) on hand-made KBs and the
 PathQuestion / WorldCup2014 fixtures: the naive Bayes scores against the formula written out
-here, hop-count choice, beam search over the KB, the answer prior and conjunctive questions."""
+here, hop-count choice, beam search over the KB, the answer prior, the topic echo and
+conjunctive questions."""
 
 import math
 import pathlib
@@ -65,6 +66,11 @@ def test_readers_follow_the_kb():
   assert reader.read(test, "prior").answer == "oslo"
   assert reader.read(job, "prior").answer == "baker"
   assert reader.read(test, "prior").relations == ()
+  # the topic reader echoes the entity the question names, without the KB
+  assert reader.read(test, "topic").answer == "anna"
+  assert PathReader([]).read(test, "topic") == path_reader.Reading("anna", ("anna",), ())
+  loop = q("who is the mum of anna 's child ?", "anna", "child", "eve", "mother", "anna")
+  assert reader.read(loop, "topic").answer in loop.answer_ids
   # a relation the KB lacks from the topic reaches nothing
   lost = q("where was oslo 's mum born ?", "oslo", "mother", "x", "born_in", "y")
   assert reader.read(lost, "oracle").answer is None
@@ -99,7 +105,7 @@ def test_oracle_answers_every_fixture_question_and_lexicon_its_train_set(name, m
     assert reader.read(question, "oracle").answer in question.answer_ids
   right = sum(reader.read(x, "lexicon").answer in x.answer_ids for x in ds.questions)
   assert right >= 0.5 * len(ds.questions)
-  assert set(path_reader.READERS) == {"oracle", "lexicon", "prior"}
+  assert set(path_reader.READERS) == {"oracle", "lexicon", "prior", "topic"}
 
 
 def test_tables_on_the_fixtures():
@@ -117,5 +123,13 @@ def test_tables_on_the_fixtures():
         assert r["questions"] == len(questions)
   text = pathqa_tables.report({"PQ-3H": got})
   assert "| PQ-3H |" in text and "QAGCN 90.6" in text
+  table = [l for l in text.split("## Split statistics")[0].splitlines() if l.startswith("|")]
+  assert "topic entity" in table[0]
+  assert len({l.count("|") for l in table}) == 1  # every row fills every column
+  for protocol, entry in got["protocols"].items():
+    for split, r in entry["readers"]["topic"].items():
+      questions = ds.split(split, protocol)
+      assert r["hits_at_1"] == round(100.0 * sum(
+          any(p[0] in q.answer_ids for p in q.paths) for q in questions) / len(questions), 1)
   lo, hi = intervals.bootstrap_interval(__import__("numpy").array([0.0, 100.0] * 50), 500)
   assert lo < 50.0 < hi

@@ -158,3 +158,47 @@ def test_report_breaks_down_by_final_relation(tmp_path):
   other = pathquestion.load("PQ-3H", root=DATA / "pathquestion")
   with pytest.raises(ValueError, match="not in"):
     pathqa_rows.write_report(folder, other)
+
+
+def test_reader_row_topic_echoes_the_named_entity():
+  ds = pathquestion.load("PQ-2H", root=DATA / "pathquestion")
+  rows = pathqa_rows.reader_row(ds, ds.questions, "topic", "path")
+  for r, q in zip(rows, ds.questions):
+    assert r["answer"] == q.path[0].replace("_", " ")
+    assert r["hits"] == (100.0 if pathqa_rows.answer_is_topic(q) else 0.0)
+
+
+def test_report_splits_on_answers_that_are_the_topic_entity(tmp_path):
+  from types import SimpleNamespace
+  from graphloom_jax.data import pathqa
+
+  def question(i, answer):
+    path = (f"e{i}", "r", "m", "s", answer)
+    return pathqa.Question(qid=f"q{i}", question="", raw_question="", answers=(answer,),
+                           answer_ids=(answer,), paths=(path,), split="test",
+                           line_split="test", line=i)
+  # q0, q1 lead back to their topic entity; q2-q4 do not
+  qs = [question(0, "e0"), question(1, "e1"), question(2, "x"), question(3, "y"),
+        question(4, "z")]
+  ds = SimpleNamespace(name="X", questions=qs)
+  hits = {("graphloom", 0): [100, 100, 100, 0, 0], ("graphloom", 1): [100, 0, 100, 100, 0],
+          ("flat_rag_tuned", 0): [0, 0, 100, 0, 0], ("flat_rag_tuned", 1): [0, 0, 0, 0, 100],
+          ("topic", 0): [100, 100, 0, 0, 0]}
+  folder = tmp_path / "X"
+  for (name, seed), h in hits.items():
+    r = [dict(qid=q.qid, answer="a", hits=float(v), em=float(v), f1=float(v), recall5=None,
+              seconds=0.1) for q, v in zip(qs, h)]
+    (folder / f"seed{seed}").mkdir(parents=True, exist_ok=True)
+    (folder / f"seed{seed}" / f"{name}.json").write_text(json.dumps(dict(
+        row=name, seed=seed, metrics=pathqa_rows.metrics(r), records=r)))
+  text = pathqa_rows.write_report(folder, ds)
+  lines = text.splitlines()
+  # columns: graphloom, flat_rag_tuned, topic (BREAKDOWN_ROWS order)
+  assert "| the topic entity | 2 | 75.0 | 0.0 | 100.0 |" in lines
+  assert "| another entity | 3 | 50.0 | 33.3 | 0.0 |" in lines
+  # per question over the seeds on q2-q4: graphloom (100, 50, 0), flat_rag_tuned (50, 0, 50)
+  want = np.mean([100 - 50, 50 - 0, 0 - 50])
+  got = [l for l in lines if l.startswith("- flat_rag_tuned: ")][-1]
+  assert got.startswith(f"- flat_rag_tuned: {want:+.1f} [")
+  # the seedless reader is paired with both of GraphLoom's seeds: (100, 50, 0) minus 0
+  assert [l for l in lines if l.startswith("- topic: ")][-1].startswith("- topic: +50.0 [")

@@ -31,7 +31,7 @@ def recall_at(retrieved, gold_keys, k: int = 5) -> float:
   return recall_at_k([t.key() for t in retrieved], gold_keys, k) if gold_keys else 0.0
 
 
-READER_ROWS = {"lexicon": "lexicon", "oracle_path": "oracle"}
+READER_ROWS = {"lexicon": "lexicon", "oracle_path": "oracle", "topic": "topic"}
 
 
 CONTROL_ROWS = controls.CONTROLS
@@ -165,7 +165,7 @@ def seed_paired(a_runs: list[dict], b_runs: list[dict], resamples: int = 10_000,
 
 
 BREAKDOWN_ROWS = ("graphloom", "oracle", "none", "shuffled", "flat_rag_tuned",
-                  "no_retrieval_tuned", "lexicon")
+                  "no_retrieval_tuned", "lexicon", "topic")
 
 
 def final_relation(q) -> str:
@@ -174,9 +174,49 @@ def final_relation(q) -> str:
   return q.paths[0][-2].split("__")[-1] if q.paths and len(q.paths[0]) > 1 else "-"
 
 
+def answer_is_topic(q) -> bool:
+  """Whether a gold answer is the question's topic entity (its path leads back to the entity
+  the question names), where copying that name from the question is right."""
+  return any(path[0] in q.answer_ids for path in q.paths)
+
+
+def _restricted(runs: list[dict], qids: set) -> list[dict]:
+  return [dict(r, records=[x for x in r["records"] if x["qid"] in qids]) for r in runs]
+
+
+def topic_split(rows: dict[str, list[dict]], by_qid: dict, names: list[str]) -> list[str]:
+  """Markdown lines: the rows' Hits@1 (mean over seeds) on the questions whose answer is the
+  topic entity and on the others, with the paired difference to GraphLoom on the others."""
+  qids = {x["qid"] for run in rows[names[0]] for x in run["records"]}
+  echo = {q for q in qids if answer_is_topic(by_qid[q])}
+  parts = (("the topic entity", echo), ("another entity", qids - echo))
+  out = ["", "## Hits@1 where the answer is the question's topic entity, and elsewhere "
+         "(mean over seeds)", "",
+         "| answer | questions | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+  for label, part in parts:
+    cells = []
+    for n in names:
+      v = [x["hits"] for run in rows[n] for x in run["records"] if x["qid"] in part]
+      cells.append(f"{np.mean(v):.1f}" if v else "-")
+    out.append(f"| {label} | {len(part)} | " + " | ".join(cells) + " |")
+  if "graphloom" in rows and qids - echo:
+    out += ["", "GraphLoom minus each row on the questions whose answer is another entity "
+            "(paired, seeds both ran):", ""]
+    other = qids - echo
+    for n in names:
+      if n == "graphloom":
+        continue
+      d = seed_paired(_restricted(rows["graphloom"], other), _restricted(rows[n], other),
+                      seedless=(False, n in SEEDLESS))
+      if d is not None:
+        out.append(f"- {n}: {d['delta']:+.1f} [{d['lo']:+.1f}, {d['hi']:+.1f}]")
+  return out
+
+
 def breakdown(rows: dict[str, list[dict]], ds) -> list[str]:
   """Markdown lines: Hits@1 per (hop count, final relation) of the rows in BREAKDOWN_ROWS that
-  ran (mean over their seeds), largest groups first, and each row's most repeated answers."""
+  ran (mean over their seeds), largest groups first, each row's most repeated answers, and
+  Hits@1 split by whether the answer is the topic entity (`topic_split`)."""
   by_qid = {q.qid: q for q in ds.questions}
   names = [n for n in BREAKDOWN_ROWS if n in rows]
   if not names:
@@ -206,7 +246,7 @@ def breakdown(rows: dict[str, list[dict]], ds) -> list[str]:
     run = min(rows[n], key=lambda r: r["seed"])
     counts = collections.Counter(x["answer"] for x in run["records"]).most_common(3)
     out.append(f"- {n}: " + ", ".join(f"{a!r} {c}" for a, c in counts))
-  return out
+  return out + topic_split(rows, by_qid, names)
 
 
 def write_report(folder: pathlib.Path, ds=None) -> str:

@@ -22,6 +22,10 @@ first entity reached (KB file order), and the whole reached set is returned for 
   prior      answers, without reading the KB, the train split's most frequent answer among
              questions whose final gold relation is the question's (an oracle-informed prior:
              how much an answer-type prior alone explains)
+  topic      answers the topic entity itself, reading nothing: right exactly where a path
+             leads back to the entity the question names ("what is the tracks of recording of
+             Believe 's tracks ?" -> Believe), a shortcut a model can learn by copying a name
+             from the question
 
 Conjunctive questions (WC-C: two paths that meet at the answer) are read per path, and the
 answer is the first entity both paths reach (the first of the first path's when none is shared).
@@ -36,7 +40,7 @@ import re
 from typing import Sequence
 
 _WORD = re.compile(r"[a-z0-9]+")
-READERS = ("oracle", "lexicon", "prior")
+READERS = ("oracle", "lexicon", "prior", "topic")
 
 
 def question_words(raw_question: str, topic: str) -> list[str]:
@@ -139,7 +143,7 @@ def _combine(per_path: list[list[str]]) -> list[str]:
 
 
 class PathReader:
-  """The three readers over one KB (see the module docstring); `fit` counts the train split."""
+  """The four readers over one KB (see the module docstring); `fit` counts the train split."""
 
   def __init__(self, facts: Sequence[tuple[str, str, str]], beam: int = 8):
     self.index = KBIndex(facts)
@@ -175,6 +179,8 @@ class PathReader:
     if reader == "prior":
       answer = self.answer_prior.get(q.path[-2])
       return Reading(answer, () if answer is None else (answer,), ())
+    if reader == "topic":
+      return Reading(q.path[0], (q.path[0],), ())
     if reader == "lexicon" and self.lexicon is None:
       raise ValueError("PathReader: the lexicon reader needs fit(train questions) first")
     per_path, sequences = [], []
