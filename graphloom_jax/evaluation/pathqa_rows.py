@@ -176,8 +176,9 @@ def final_relation(q) -> str:
 
 def answer_is_topic(q) -> bool:
   """Whether a gold answer is the question's topic entity (its path leads back to the entity
-  the question names), where copying that name from the question is right."""
-  return any(path[0] in q.answer_ids for path in q.paths)
+  the question names), where copying that name from the question (the `topic` reader) is
+  right."""
+  return q.path[0] in q.answer_ids
 
 
 def _restricted(runs: list[dict], qids: set) -> list[dict]:
@@ -189,7 +190,8 @@ def topic_split(rows: dict[str, list[dict]], by_qid: dict, names: list[str]) -> 
   topic entity and on the others, with the paired difference to GraphLoom on the others."""
   qids = {x["qid"] for run in rows[names[0]] for x in run["records"]}
   echo = {q for q in qids if answer_is_topic(by_qid[q])}
-  parts = (("the topic entity", echo), ("another entity", qids - echo))
+  other = qids - echo
+  parts = (("the topic entity", echo), ("another entity", other))
   out = ["", "## Hits@1 where the answer is the question's topic entity, and elsewhere "
          "(mean over seeds)", "",
          "| answer | questions | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
@@ -199,10 +201,9 @@ def topic_split(rows: dict[str, list[dict]], by_qid: dict, names: list[str]) -> 
       v = [x["hits"] for run in rows[n] for x in run["records"] if x["qid"] in part]
       cells.append(f"{np.mean(v):.1f}" if v else "-")
     out.append(f"| {label} | {len(part)} | " + " | ".join(cells) + " |")
-  if "graphloom" in rows and qids - echo:
+  if "graphloom" in rows and other:
     out += ["", "GraphLoom minus each row on the questions whose answer is another entity "
             "(paired, seeds both ran):", ""]
-    other = qids - echo
     for n in names:
       if n == "graphloom":
         continue
