@@ -15,7 +15,10 @@ Rows: `lexicon`, `oracle_path` and `topic` (the readers of graph/path_reader, fi
 answering mode of `pipeline.types` (`graphloom` needs --heads, a tuned mode --adapters), and the
 evidence controls of GraphLoom (`shuffled`: the subgraph retrieved for a question about another
 topic entity, over that question's instance graph; `none`: no evidence; `blind`: no evidence
-and no entity names in the fusion prefix; `oracle`: the answer path's triples only). Without an
+and no entity names in the fusion prefix; `oracle`: the answer path's triples only), and the
+component and router-feature rows of the SceneKB tables (`-interleaved`, `-corrective`,
+`-revision`, `+revision`, `-router`, `-KG-JSA++`, `-prefix`, `-retrieval_score`, `-context`,
+`-conf_ext`, `-centrality`; `evaluation.pathqa_rows.COMPONENT_ROWS`, need --heads). Without an
 image, the fusion prefix's object tokens are the instance graph's entity names (the first
 `fusion.max_objects` in canonical order).
 """
@@ -87,7 +90,13 @@ def main(argv):
         adapters = dict(a.split("=", 1) for a in _ADAPTERS.value)
         system = GraphLoom.from_config(_CONFIG.value, heads=_HEADS.value, adapters=adapters,
                                        kb_sources=[])
-      records = pathqa_rows.system_row(system, ds, questions, row, _BATCH.value)
+      if row in pathqa_rows.COMPONENT_ROWS:
+        if not _HEADS.value:
+          raise app.UsageError(f"row {row!r}: give GraphLoom's trained heads with --heads=DIR")
+        records = pathqa_rows.component_row(system, _HEADS.value, ds, questions, row,
+                                            _BATCH.value)
+      else:
+        records = pathqa_rows.system_row(system, ds, questions, row, _BATCH.value)
     result = dict(row=row, seed=_SEED.value, dataset=_DATASET.value, protocol=_PROTOCOL.value,
                   split=_SPLIT.value, heads=_HEADS.value, metrics=pathqa_rows.metrics(records),
                   wall_seconds=time.time() - start, records=records)

@@ -202,3 +202,43 @@ def test_report_splits_on_answers_that_are_the_topic_entity(tmp_path):
   assert got.startswith(f"- flat_rag_tuned: {want:+.1f} [")
   # the seedless reader is paired with both of GraphLoom's seeds: (100, 50, 0) minus 0
   assert [l for l in lines if l.startswith("- topic: ")][-1].startswith("- topic: +50.0 [")
+
+
+@pytest.mark.parametrize("row", ["-router", "-KG-JSA++", "-prefix", "-interleaved",
+                                 "-conf_ext"])
+def test_component_rows_answer_with_the_rows_settings(system, row, tmp_path, monkeypatch):
+  from graphloom_jax.models import heads as heads_lib
+  from graphloom_jax.pipeline import GraphLoom
+
+  heads_dir = heads_lib.save_heads(system.heads, tmp_path / "heads", system.config)
+  ds = wc2014.load("WC-M", root=DATA / "wc2014")
+  qs = ds.questions[:3]
+  calls = []
+  answer_batch = GraphLoom.answer_batch
+
+  def spy(self, questions, graphs, **kw):
+    calls.append((self, kw["mode"]))
+    return answer_batch(self, questions, graphs, **kw)
+
+  monkeypatch.setattr(GraphLoom, "answer_batch", spy)
+  records = pathqa_rows.component_row(system, str(heads_dir), ds, qs, row, batch=4,
+                                      log=lambda *_: None)
+  assert [r["qid"] for r in records] == [q.qid for q in qs]
+  answering, mode = calls[0]
+  assert answering is not system and answering.decoder is system.decoder
+  want = {"-router": ("graphloom", "ablation.router", "uniform"),
+          "-KG-JSA++": ("routed_text", None, None),
+          "-prefix": ("graphloom", "ablation.prefix", False),
+          "-interleaved": ("graphloom", "retrieval.second_round", "none"),
+          "-conf_ext": ("graphloom", "ablation.drop_features", "conf_ext")}[row]
+  assert mode == want[0]
+  if want[1]:
+    section, key = want[1].split(".")
+    assert answering.config[section][key] == want[2] != system.config[section][key]
+  # the heads read back are the system's own
+  for name, value in heads_lib.flat_state(system.heads).items():
+    np.testing.assert_array_equal(heads_lib.flat_state(answering.heads)[name], value)
+  for r, q in zip(records, qs):
+    assert r["hits"] == 100.0 * answers.hits_at_1(r["answer"], q.answers)
+  with pytest.raises(ValueError, match="not a component row"):
+    pathqa_rows.component_row(system, str(heads_dir), ds, qs, "graphloom", batch=4)

@@ -20,7 +20,7 @@ from absl import logging
 from graphloom_jax import atomic
 from graphloom_jax.data import pathquestion, wc2014
 from graphloom_jax.data.pathqa import readable
-from graphloom_jax.evaluation import answers, intervals
+from graphloom_jax.evaluation import answers, intervals, scenekb_rows
 from graphloom_jax.evaluation.retrieval_metrics import recall_at_k
 from graphloom_jax.graph import canonical, path_reader
 from graphloom_jax.pipeline import GraphLoom, controls, instance
@@ -35,6 +35,10 @@ READER_ROWS = {"lexicon": "lexicon", "oracle_path": "oracle", "topic": "topic"}
 
 
 CONTROL_ROWS = controls.CONTROLS
+# The component and router-feature rows, as the SceneKB tables define them (scenekb_rows.GROUPS):
+# row -> (answering mode, config overrides); GraphLoom's heads answer under the changed settings.
+COMPONENT_ROWS = {name: (mode, overrides) for name, mode, overrides
+                  in scenekb_rows.GROUPS["components"] + scenekb_rows.GROUPS["features"]}
 # Rows that read no trained parameters: one run stands for every seed.
 SEEDLESS = frozenset(READER_ROWS) | {"flat_rag", "no_retrieval"}
 
@@ -130,6 +134,19 @@ def system_row(system: GraphLoom, ds, questions, row: str, batch: int, log=loggi
                              retrieval_seconds=a.timings.get("retrieval")))
     log(f"  {row}: {len(records)}/{len(questions)} questions, {time.time() - start:.0f}s")
   return records
+
+
+def component_row(system: GraphLoom, heads_dir: str, ds, questions, row: str, batch: int,
+                  log=logging.info) -> list[dict]:
+  """Every question answered by GraphLoom's heads from `heads_dir` under the settings of the
+  component row `row` (COMPONENT_ROWS: e.g. -router answers with the uniform router, -KG-JSA++
+  in the mode routed_text), the rest of `system` (decoder, embedder, query writer) shared."""
+  if row not in COMPONENT_ROWS:
+    raise ValueError(f"row {row!r}: not a component row; expected one of {sorted(COMPONENT_ROWS)}")
+  mode, overrides = COMPONENT_ROWS[row]
+  variant = scenekb_rows.variant(system, scenekb_rows.configured(system.config, overrides),
+                                 heads_dir, mode)
+  return system_row(variant, ds, questions, mode, batch, log)
 
 
 def metrics(records: list[dict]) -> dict:
