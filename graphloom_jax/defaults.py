@@ -92,6 +92,11 @@ def _fusion() -> ml_collections.ConfigDict:
   # (models/llama.py project_memory); the heads' parameters are unchanged.
   s.token_values = False
   s.max_objects = 16  # R: scene object names the prefix reads as its image tokens
+  # What the prefix's R object tokens name (pipeline/evidence.py, prefix_objects): "graph", the
+  # instance graph's objects (the scene's, else its entities in sorted order); "evidence", the
+  # entities of the subgraph the memory reads, best-scored triple first (an evidence control
+  # changes them with the slots).
+  s.objects = "graph"
   return s
 
 

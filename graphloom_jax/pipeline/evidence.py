@@ -11,8 +11,9 @@ For the subgraph's edges t (best question score first, at most Q of them):
                   normalised by networkx to [0, 1]): how many shortest paths between the
                   subgraph's entities run through this edge
 and `models.slots.build_bank` makes the entity and relation slots. The fusion prefix reads the
-question embedding, the embeddings of the verbalised triples (`evidence`) and of the scene's
-object names (`image`).
+question embedding, the embeddings of the verbalised triples (`evidence`) and of R object names
+(`image`): the scene's objects, or with `fusion.objects = "evidence"` the entities of the
+subgraph's triples (`prefix_objects`).
 
 `Evidence.arrays` holds exactly the per-example keys `models.heads.GraphLoomHeads.memory` reads;
 `stack` batches them. Training featurisation and `GraphLoom.answer` both build their memory
@@ -56,6 +57,30 @@ def edge_centrality(edges: Sequence[Triple]) -> list[float]:
     v = bc.get((t.subject, t.object), bc.get((t.object, t.subject), 0.0))
     out.append(float(min(max(v, 0.0), 1.0)))
   return out
+
+
+OBJECT_SOURCES = ("graph", "evidence")
+
+
+def subgraph_keys(object_source: str = "graph") -> frozenset:
+  """SUBGRAPH_KEYS, plus the prefix's object vectors when they name the subgraph's entities
+  (`fusion.objects = "evidence"`)."""
+  if object_source not in OBJECT_SOURCES:
+    raise ValueError(f"fusion.objects={object_source!r}; expected one of {OBJECT_SOURCES}")
+  return SUBGRAPH_KEYS | ({"image", "image_mask"} if object_source == "evidence" else set())
+
+
+def prefix_objects(source: str, graph_objects: Sequence[str], edges: Sequence[Triple]
+                   ) -> list[str]:
+  """The object names of the fusion prefix (`fusion.objects`): "graph", the instance graph's
+  own (a scene's objects, or the graph's entities in sorted order); "evidence", the distinct
+  subjects and objects of `edges` (the subgraph the slots hold, best-scored triple first) in
+  their order of first appearance."""
+  if source == "graph":
+    return list(graph_objects)
+  if source == "evidence":
+    return list(dict.fromkeys(x for t in edges for x in (t.subject, t.object)))
+  raise ValueError(f"fusion.objects={source!r}; expected one of {OBJECT_SOURCES}")
 
 
 @dataclasses.dataclass

@@ -137,6 +137,7 @@ class GraphLoom:
     self.first_layer = config.memory.first_layer
     self.subgraph_config = sg.SubgraphConfig.from_config(config.retrieval)
     self.ablation = ablation_lib.Ablation.from_config(config)
+    evidence_lib.subgraph_keys(config.fusion.objects)  # fusion.objects is a known source
     self.prompt_style = config.baseline.prompt
     if self.prompt_style not in prompts.STYLES:
       raise ValueError(f"config.baseline.prompt={self.prompt_style!r}; expected one of "
@@ -339,8 +340,11 @@ class GraphLoom:
   def _evidence(self, items: list[Prepared], gold: Sequence | None = None) -> None:
     for j, it in enumerate(items):
       t0 = time.perf_counter()
+      n_ev = self.config.memory.bank_size // 2
+      objects = evidence_lib.prefix_objects(self.config.fusion.objects, it.graph.objects,
+                                            it.subgraph.edges[:n_ev])
       it.evidence = evidence_lib.build(
-          it.question, it.embedding, it.subgraph, it.graph.objects, self.embedder,
+          it.question, it.embedding, it.subgraph, objects, self.embedder,
           bank_size=self.config.memory.bank_size, max_objects=self.config.fusion.max_objects,
           tokenize=self.fmt.tok.encode, gold=gold[j] if gold is not None else ())
       it.timings["evidence"] = time.perf_counter() - t0

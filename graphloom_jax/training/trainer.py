@@ -90,6 +90,8 @@ class Hyper:
   routed: bool = True  # GraphLoom's heads; False for an adapter (L = w_gen L_gen + w_opt L_opt)
   w_opt: float = 0.0  # > 0: the options' contrastive loss (the batches need option rows)
   w_ev: float = 0.0  # > 0: the evidence loss (own against another question's subgraph)
+  # The batch keys built from a question's subgraph (`other_evidence` swaps them)
+  subgraph_keys: frozenset = evidence_lib.SUBGRAPH_KEYS
 
   @classmethod
   def from_config(cls, config) -> "Hyper":
@@ -98,7 +100,7 @@ class Hyper:
     return cls(t.learning_rate, t.end_learning_rate, t.warmup_steps, t.num_steps, t.grad_accum,
                t.clip_norm, t.b1, t.b2, t.weight_decay, t.label_smoothing, w.gen, w.cal, w.cf,
                w.align, heads_lib.kind_of_target(t.target) == "graphloom", w_opt=w.opt,
-               w_ev=w.ev)
+               w_ev=w.ev, subgraph_keys=evidence_lib.subgraph_keys(config.fusion.objects))
 
   def weights(self) -> dict[str, float]:
     """The loss weights (`losses.total_loss`); an adapter routes nothing, so the slot losses
@@ -199,13 +201,14 @@ def _option_scores(heads_def, params, rest, backbone_def, backbone_state, batch,
                                  options, valid, first_layer)
 
 
-def other_evidence(batch):
-  """The batch with each row's subgraph (`pipeline.evidence.SUBGRAPH_KEYS`: its slot bank and
-  evidence vectors) replaced by the previous row's (the last row's for the first); prompt, scene
-  objects, question vector and slot utility labels stay the row's own. The negative of L_ev, and
-  (over the validation arrays, numpy in and out) the `eval_shuffled_evidence` control."""
+def other_evidence(batch, keys=evidence_lib.SUBGRAPH_KEYS):
+  """The batch with each row's subgraph (`keys`, `pipeline.evidence.subgraph_keys`: its slot
+  bank and evidence vectors, and the prefix objects where they name the subgraph's entities)
+  replaced by the previous row's (the last row's for the first); prompt, question vector and
+  slot utility labels stay the row's own. The negative of L_ev, and (over the validation arrays,
+  numpy in and out) the `eval_shuffled_evidence` control."""
   return {k: (np.roll if isinstance(v, np.ndarray) else jnp.roll)(v, 1, axis=0)
-          if k in evidence_lib.SUBGRAPH_KEYS else v for k, v in batch.items()}
+          if k in keys else v for k, v in batch.items()}
 
 
 def _losses(h: Hyper, batch, logits, slot_attention, r: routing.Routing, targets=None,
@@ -257,7 +260,8 @@ def train_step(params, opt_state, rest, backbone_state, batch, *, heads_def, bac
     scores = (_option_scores(heads_def, p, rest, backbone_def, backbone_state, batch,
                              first_layer, option_steps, logits, at, *cache)
               if h.w_opt else None)
-    other = (_forward(heads_def, p, rest, backbone_def, backbone_state, other_evidence(batch),
+    other = (_forward(heads_def, p, rest, backbone_def, backbone_state,
+                      other_evidence(batch, h.subgraph_keys),
                       first_layer, at)[0]
              if h.w_ev and h.routed else None)
     out = _losses(h, batch, logits, attn, r, targets, answer, scores, other)
@@ -674,7 +678,8 @@ class Trainer:
     cfg = self.config.train
     ev = self.evaluate()
     if cfg.eval_shuffled_evidence and self.kind == "graphloom":
-      ev["s_ans_shuffled"] = self.evaluate(other_evidence(self.val_arrays))["s_ans"]
+      shuffled = other_evidence(self.val_arrays, self.h.subgraph_keys)
+      ev["s_ans_shuffled"] = self.evaluate(shuffled)["s_ans"]
     last = {"step": self.step, **ev}
     improved = ev["s_val"] > self.best
     if improved:
