@@ -41,7 +41,7 @@ def _define_flags():
   """The command line's flags, defined only when this file runs as a script: importing it
   (tests do) defines none, so it never collides with other modules' flags."""
   global _CONFIG, _DATA, _DATASET, _DIR, _PROTOCOL, _SPLIT, _LIMIT, _HEADS, _ADAPTERS, _ROWS, \
-      _SEED, _BATCH, _OUT, _REPORT
+      _SEED, _BATCH, _OUT, _REPORT, _PREFIX
   _CONFIG = config_flags.DEFINE_config_file("config", "configs/pathquestion.py",
                                             "GraphLoom config (decoder, thresholds)")
   _DATA = flags.DEFINE_enum("data", "pathquestion", ["pathquestion", "wc2014"], "benchmark")
@@ -60,6 +60,9 @@ def _define_flags():
   _OUT = flags.DEFINE_string("workdir", "runs/pathqa_rows", "output folder")
   flags.DEFINE_alias("out", "workdir")
   _REPORT = flags.DEFINE_bool("report", False, "only write report.md from the rows present")
+  _PREFIX = flags.DEFINE_bool("gold_in_prefix", False,
+                              "only print how often the prefix's object names hold a gold "
+                              "answer (pathqa_rows.gold_in_prefix), no model")
 
 
 def main(argv):
@@ -70,6 +73,10 @@ def main(argv):
   questions = questions[:_LIMIT.value] if _LIMIT.value else questions
   folder = pathlib.Path(_OUT.value) / "rows" / (
       f"{_DATASET.value}-{_PROTOCOL.value}-{_SPLIT.value}-{len(questions)}")
+  if _PREFIX.value:
+    found = pathqa_rows.gold_in_prefix(_CONFIG.value, ds, questions)
+    print(json.dumps(dict(dataset=_DATASET.value, split=_SPLIT.value, **found)))
+    return
   if _REPORT.value:
     print(pathqa_rows.write_report(folder, ds))
     return

@@ -180,7 +180,7 @@ def test_report_splits_on_answers_that_are_the_topic_entity(tmp_path):
   # q0, q1 lead back to their topic entity; q2-q4 do not
   qs = [question(0, "e0"), question(1, "e1"), question(2, "x"), question(3, "y"),
         question(4, "z")]
-  ds = SimpleNamespace(name="X", questions=qs)
+  ds = SimpleNamespace(name="X", questions=qs, split=lambda split, protocol: [])
   hits = {("graphloom", 0): [100, 100, 100, 0, 0], ("graphloom", 1): [100, 0, 100, 100, 0],
           ("flat_rag_tuned", 0): [0, 0, 100, 0, 0], ("flat_rag_tuned", 1): [0, 0, 0, 0, 100],
           ("topic", 0): [100, 100, 0, 0, 0]}
@@ -202,6 +202,41 @@ def test_report_splits_on_answers_that_are_the_topic_entity(tmp_path):
   assert got.startswith(f"- flat_rag_tuned: {want:+.1f} [")
   # the seedless reader is paired with both of GraphLoom's seeds: (100, 50, 0) minus 0
   assert [l for l in lines if l.startswith("- topic: ")][-1].startswith("- topic: +50.0 [")
+
+
+def test_report_splits_on_answers_seen_in_training(tmp_path):
+  from types import SimpleNamespace
+  from graphloom_jax.data import pathqa
+
+  def question(i, answers, split):
+    path = (f"e{i}", "r", answers[0])
+    return pathqa.Question(qid=f"q{i}", question="", raw_question="", answers=tuple(answers),
+                           answer_ids=tuple(answers), paths=(path,), split=split,
+                           line_split=split, line=i)
+  train = [question(0, ["The Beatles"], "train"), question(1, ["Rome"], "train")]
+  # q2 and q4 have a gold answer a train question had (after normalisation); q3 does not
+  test = [question(2, ["beatles", "x"], "test"), question(3, ["Paris"], "test"),
+          question(4, ["rome."], "test")]
+  calls = []
+
+  def split(name, protocol):
+    calls.append((name, protocol))
+    return [q for q in train + test if q.split == name]
+  ds = SimpleNamespace(name="X", questions=train + test, split=split)
+  hits = {("graphloom", 0): [100, 100, 0], ("graphloom", 1): [0, 100, 0],
+          ("lexicon", 0): [100, 0, 100]}
+  folder = tmp_path / "X"
+  for (name, seed), h in hits.items():
+    r = [dict(qid=q.qid, answer="a", hits=float(v), em=float(v), f1=float(v), recall5=None,
+              seconds=0.1) for q, v in zip(test, h)]
+    (folder / f"seed{seed}").mkdir(parents=True, exist_ok=True)
+    (folder / f"seed{seed}" / f"{name}.json").write_text(json.dumps(dict(
+        row=name, seed=seed, protocol="line", metrics=pathqa_rows.metrics(r), records=r)))
+  lines = pathqa_rows.write_report(folder, ds).splitlines()
+  # graphloom over both seeds on q2, q4: (100, 0, 0, 0) -> 25; on q3: (100, 100) -> 100
+  assert "| a train answer | 2 | 25.0 | 100.0 |" in lines
+  assert "| never a train answer | 1 | 100.0 | 0.0 |" in lines
+  assert calls == [("train", "line")]  # the rows' own protocol
 
 
 @pytest.mark.parametrize("row", ["-router", "-KG-JSA++", "-prefix", "-interleaved",
@@ -242,3 +277,23 @@ def test_component_rows_answer_with_the_rows_settings(system, row, tmp_path, mon
     assert r["hits"] == 100.0 * answers.hits_at_1(r["answer"], q.answers)
   with pytest.raises(ValueError, match="not a component row"):
     pathqa_rows.component_row(system, str(heads_dir), ds, qs, "graphloom", batch=4)
+
+
+def test_gold_in_prefix_counts_the_prefix_names():
+  from graphloom_jax.configs import tiny
+  cfg = tiny.get_config()
+  cfg.graph.singularize = False
+  ds = pathquestion.load("PQ-3H", root=DATA / "pathquestion")
+  qs = ds.questions
+  got = pathqa_rows.gold_in_prefix(cfg, ds, qs)
+  canon = canonical.Canonicalizer(singularize=False)
+  found, counts = [], []
+  for q in qs:  # the instance graph's entity names, sorted, as the prefix reads them
+    names = sorted({canon(x) for t in ds.instance_triples(q) for x in (t.subject, t.object)})
+    counts.append(len(names))
+    gold = {answers.normalize_answer(a) for a in q.answers}
+    found.append(any(answers.normalize_answer(n) in gold for n in names[:cfg.fusion.max_objects]))
+  assert got == dict(questions=len(qs), gold_in_prefix=100.0 * np.mean(found),
+                     median_entities=float(np.median(counts)))
+  cfg.fusion.max_objects = 1000
+  assert pathqa_rows.gold_in_prefix(cfg, ds, qs)["gold_in_prefix"] == 100.0

@@ -149,6 +149,22 @@ def component_row(system: GraphLoom, heads_dir: str, ds, questions, row: str, ba
   return system_row(variant, ds, questions, mode, batch, log)
 
 
+def gold_in_prefix(config, ds, questions) -> dict:
+  """How often the fusion prefix's object names (`fusion.objects = "graph"`: the first
+  `fusion.max_objects` object names of the question's instance graph, as `pipeline.instance`
+  builds it) hold a gold answer (normalised), and the instance graphs' median entity count."""
+  r = config.fusion.max_objects
+  found, counts = [], []
+  for q in questions:
+    _, _, objects = instance.build_graph(ds.instance_triples(q), config=config, kb_sources=[],
+                                         instance_id=q.qid)
+    gold = {answers.normalize_answer(a) for a in q.answers}
+    found.append(any(answers.normalize_answer(o) in gold for o in objects[:r]))
+    counts.append(len(objects))
+  return dict(questions=len(questions), gold_in_prefix=100.0 * float(np.mean(found)),
+              median_entities=float(np.median(counts)))
+
+
 def metrics(records: list[dict]) -> dict:
   """Means over the questions (R@5 None for rows that read no retrieval)."""
   recall = [r["recall5"] for r in records if r.get("recall5") is not None]
@@ -202,22 +218,30 @@ def _restricted(runs: list[dict], qids: set) -> list[dict]:
   return [dict(r, records=[x for x in r["records"] if x["qid"] in qids]) for r in runs]
 
 
-def topic_split(rows: dict[str, list[dict]], by_qid: dict, names: list[str]) -> list[str]:
-  """Markdown lines: the rows' Hits@1 (mean over seeds) on the questions whose answer is the
-  topic entity and on the others, with the paired difference to GraphLoom on the others."""
-  qids = {x["qid"] for run in rows[names[0]] for x in run["records"]}
-  echo = {q for q in qids if answer_is_topic(by_qid[q])}
-  other = qids - echo
-  parts = (("the topic entity", echo), ("another entity", other))
-  out = ["", "## Hits@1 where the answer is the question's topic entity, and elsewhere "
-         "(mean over seeds)", "",
-         "| answer | questions | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+def _hits_table(rows: dict[str, list[dict]], names: list[str], parts, heading: str
+                ) -> list[str]:
+  """Markdown lines: each row's Hits@1 (mean over its seeds' records) on each part, `parts`
+  a sequence of (label, set of qids)."""
+  out = ["", f"## {heading}", "", "| answer | questions | " + " | ".join(names) + " |",
+         "|---|---|" + "---|" * len(names)]
   for label, part in parts:
     cells = []
     for n in names:
       v = [x["hits"] for run in rows[n] for x in run["records"] if x["qid"] in part]
       cells.append(f"{np.mean(v):.1f}" if v else "-")
     out.append(f"| {label} | {len(part)} | " + " | ".join(cells) + " |")
+  return out
+
+
+def topic_split(rows: dict[str, list[dict]], by_qid: dict, names: list[str]) -> list[str]:
+  """Markdown lines: the rows' Hits@1 (mean over seeds) on the questions whose answer is the
+  topic entity and on the others, with the paired difference to GraphLoom on the others."""
+  qids = {x["qid"] for run in rows[names[0]] for x in run["records"]}
+  echo = {q for q in qids if answer_is_topic(by_qid[q])}
+  other = qids - echo
+  out = _hits_table(rows, names, (("the topic entity", echo), ("another entity", other)),
+                    "Hits@1 where the answer is the question's topic entity, and elsewhere "
+                    "(mean over seeds)")
   if "graphloom" in rows and other:
     out += ["", "GraphLoom minus each row on the questions whose answer is another entity "
             "(paired, seeds both ran):", ""]
@@ -231,10 +255,31 @@ def topic_split(rows: dict[str, list[dict]], by_qid: dict, names: list[str]) -> 
   return out
 
 
+def train_answers(ds, protocol: str) -> frozenset:
+  """The normalised gold answers (`answers.normalize_answer`) of the train split."""
+  return frozenset(answers.normalize_answer(a) for q in ds.split("train", protocol)
+                   for a in q.answers)
+
+
+def seen_split(rows: dict[str, list[dict]], by_qid: dict, names: list[str], seen: frozenset
+               ) -> list[str]:
+  """Markdown lines: the rows' Hits@1 (mean over seeds) on the questions with a gold answer
+  among the train split's answers (`seen`) and on the others, where a row must write a name it
+  was never trained to write."""
+  qids = {x["qid"] for run in rows[names[0]] for x in run["records"]}
+  known = {q for q in qids if any(answers.normalize_answer(a) in seen
+                                  for a in by_qid[q].answers)}
+  return _hits_table(rows, names, (("a train answer", known), ("never a train answer",
+                                                               qids - known)),
+                     "Hits@1 where a gold answer is also a train question's answer, and "
+                     "elsewhere (mean over seeds)")
+
+
 def breakdown(rows: dict[str, list[dict]], ds) -> list[str]:
   """Markdown lines: Hits@1 per (hop count, final relation) of the rows in BREAKDOWN_ROWS that
   ran (mean over their seeds), largest groups first, each row's most repeated answers, and
-  Hits@1 split by whether the answer is the topic entity (`topic_split`)."""
+  Hits@1 split by whether a gold answer is a train answer (`seen_split`, the train split of
+  the rows' protocol) and by whether the answer is the topic entity (`topic_split`)."""
   by_qid = {q.qid: q for q in ds.questions}
   names = [n for n in BREAKDOWN_ROWS if n in rows]
   if not names:
@@ -264,7 +309,9 @@ def breakdown(rows: dict[str, list[dict]], ds) -> list[str]:
     run = min(rows[n], key=lambda r: r["seed"])
     counts = collections.Counter(x["answer"] for x in run["records"]).most_common(3)
     out.append(f"- {n}: " + ", ".join(f"{a!r} {c}" for a, c in counts))
-  return out + topic_split(rows, by_qid, names)
+  protocol = min(rows[names[0]], key=lambda r: r["seed"]).get("protocol", "path")
+  return (out + seen_split(rows, by_qid, names, train_answers(ds, protocol))
+          + topic_split(rows, by_qid, names))
 
 
 def write_report(folder: pathlib.Path, ds=None) -> str:
