@@ -168,6 +168,17 @@ def test_reader_row_topic_echoes_the_named_entity():
     assert r["hits"] == (100.0 if pathqa_rows.answer_is_topic(q) else 0.0)
 
 
+def _write_rows(folder, questions, hits: dict, **fields):
+  """Row files as benchmarks/pathqa_rows writes them: hits {(row, seed): Hits@1 per question}."""
+  for (name, seed), h in hits.items():
+    r = [dict(qid=q.qid, answer="a", hits=float(v), em=float(v), f1=float(v), recall5=None,
+              seconds=0.1) for q, v in zip(questions, h)]
+    (folder / f"seed{seed}").mkdir(parents=True, exist_ok=True)
+    (folder / f"seed{seed}" / f"{name}.json").write_text(json.dumps(dict(
+        row=name, seed=seed, **fields, metrics=pathqa_rows.metrics(r), records=r)))
+  return folder
+
+
 def test_report_splits_on_answers_that_are_the_topic_entity(tmp_path):
   from types import SimpleNamespace
   from graphloom_jax.data import pathqa
@@ -184,13 +195,7 @@ def test_report_splits_on_answers_that_are_the_topic_entity(tmp_path):
   hits = {("graphloom", 0): [100, 100, 100, 0, 0], ("graphloom", 1): [100, 0, 100, 100, 0],
           ("flat_rag_tuned", 0): [0, 0, 100, 0, 0], ("flat_rag_tuned", 1): [0, 0, 0, 0, 100],
           ("topic", 0): [100, 100, 0, 0, 0]}
-  folder = tmp_path / "X"
-  for (name, seed), h in hits.items():
-    r = [dict(qid=q.qid, answer="a", hits=float(v), em=float(v), f1=float(v), recall5=None,
-              seconds=0.1) for q, v in zip(qs, h)]
-    (folder / f"seed{seed}").mkdir(parents=True, exist_ok=True)
-    (folder / f"seed{seed}" / f"{name}.json").write_text(json.dumps(dict(
-        row=name, seed=seed, metrics=pathqa_rows.metrics(r), records=r)))
+  folder = _write_rows(tmp_path / "X", qs, hits)
   text = pathqa_rows.write_report(folder, ds)
   lines = text.splitlines()
   # columns: graphloom, flat_rag_tuned, topic (BREAKDOWN_ROWS order)
@@ -225,13 +230,7 @@ def test_report_splits_on_answers_seen_in_training(tmp_path):
   ds = SimpleNamespace(name="X", questions=train + test, split=split)
   hits = {("graphloom", 0): [100, 100, 0], ("graphloom", 1): [0, 100, 0],
           ("lexicon", 0): [100, 0, 100]}
-  folder = tmp_path / "X"
-  for (name, seed), h in hits.items():
-    r = [dict(qid=q.qid, answer="a", hits=float(v), em=float(v), f1=float(v), recall5=None,
-              seconds=0.1) for q, v in zip(test, h)]
-    (folder / f"seed{seed}").mkdir(parents=True, exist_ok=True)
-    (folder / f"seed{seed}" / f"{name}.json").write_text(json.dumps(dict(
-        row=name, seed=seed, protocol="line", metrics=pathqa_rows.metrics(r), records=r)))
+  folder = _write_rows(tmp_path / "X", test, hits, protocol="line")
   lines = pathqa_rows.write_report(folder, ds).splitlines()
   # graphloom over both seeds on q2, q4: (100, 0, 0, 0) -> 25; on q3: (100, 100) -> 100
   assert "| a train answer | 2 | 25.0 | 100.0 |" in lines
