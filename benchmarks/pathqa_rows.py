@@ -78,7 +78,7 @@ def main(argv):
     print(json.dumps(dict(dataset=_DATASET.value, split=_SPLIT.value, **found)))
     return
   if _REPORT.value:
-    print(pathqa_rows.write_report(folder, ds))
+    print(pathqa_rows.write_report(folder, ds, _CONFIG.value))
     return
   seed_dir = folder / f"seed{_SEED.value}"
   seed_dir.mkdir(parents=True, exist_ok=True)
@@ -111,7 +111,7 @@ def main(argv):
     m = result["metrics"]
     print(f"{row}: Hits@1 {m['hits']:.1f} EM {m['em']:.1f} ({result['wall_seconds']:.0f}s)",
           flush=True)
-  print(pathqa_rows.write_report(folder, ds))
+  print(pathqa_rows.write_report(folder, ds, _CONFIG.value))
 
 
 if __name__ == "__main__":

@@ -296,3 +296,33 @@ def test_gold_in_prefix_counts_the_prefix_names():
                      median_entities=float(np.median(counts)))
   cfg.fusion.max_objects = 1000
   assert pathqa_rows.gold_in_prefix(cfg, ds, qs)["gold_in_prefix"] == 100.0
+
+
+def test_report_splits_on_answers_the_prefix_names(tmp_path):
+  from graphloom_jax.configs import tiny
+  cfg = tiny.get_config()
+  cfg.graph.singularize = False
+  ds = pathquestion.load("PQ-3H", root=DATA / "pathquestion")
+  qs = ds.questions
+  canon = canonical.Canonicalizer(singularize=False)
+
+  def named(q, r):  # the prefix's object names: the instance graph's entity names, sorted
+    names = sorted({canon(x) for t in ds.instance_triples(q) for x in (t.subject, t.object)})
+    gold = {answers.normalize_answer(a) for a in q.answers}
+    return any(answers.normalize_answer(n) in gold for n in names[:r])
+  # the smallest prefix that names some gold answers and misses others
+  cfg.fusion.max_objects = next(r for r in range(1, 100)
+                                if 0 < sum(named(q, r) for q in qs) < len(qs))
+  inside = [named(q, cfg.fusion.max_objects) for q in qs]
+  rng = np.random.default_rng(0)
+  hits = {("graphloom", s): list(100 * rng.integers(0, 2, len(qs))) for s in (0, 1)}
+  folder = _write_rows(tmp_path / "X", qs, hits)
+  lines = pathqa_rows.write_report(folder, ds, cfg).splitlines()
+  for label, part in (("named in the prefix", inside),
+                      ("not named in the prefix", [not x for x in inside])):
+    v = [h[j] for h in hits.values() for j in range(len(qs)) if part[j]]
+    assert f"| {label} | {sum(part)} | {np.mean(v):.1f} |" in lines
+  # no split where the prefix names the evidence's entities, nor without the configuration
+  cfg.fusion.objects = "evidence"
+  for text in (pathqa_rows.write_report(folder, ds, cfg), pathqa_rows.write_report(folder, ds)):
+    assert "named in the prefix" not in text

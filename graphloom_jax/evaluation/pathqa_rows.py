@@ -149,19 +149,28 @@ def component_row(system: GraphLoom, heads_dir: str, ds, questions, row: str, ba
   return system_row(variant, ds, questions, mode, batch, log)
 
 
-def gold_in_prefix(config, ds, questions) -> dict:
-  """How often the fusion prefix's object names (`fusion.objects = "graph"`: the first
-  `fusion.max_objects` object names of the question's instance graph, as `pipeline.instance`
-  builds it) hold a gold answer (normalised), and the instance graphs' median entity count."""
+def prefix_names_gold(config, ds, questions) -> tuple[set, list[int]]:
+  """The qids of `questions` whose fusion prefix object names (`fusion.objects = "graph"`: the
+  first `fusion.max_objects` object names of the question's instance graph, as
+  `pipeline.instance` builds it) hold a gold answer (normalised), and each instance graph's
+  entity count."""
   r = config.fusion.max_objects
-  found, counts = [], []
+  found, counts = set(), []
   for q in questions:
     _, _, objects = instance.build_graph(ds.instance_triples(q), config=config, kb_sources=[],
                                          instance_id=q.qid)
     gold = {answers.normalize_answer(a) for a in q.answers}
-    found.append(any(answers.normalize_answer(o) in gold for o in objects[:r]))
+    if any(answers.normalize_answer(o) in gold for o in objects[:r]):
+      found.add(q.qid)
     counts.append(len(objects))
-  return dict(questions=len(questions), gold_in_prefix=100.0 * float(np.mean(found)),
+  return found, counts
+
+
+def gold_in_prefix(config, ds, questions) -> dict:
+  """How often the fusion prefix's object names hold a gold answer (`prefix_names_gold`), and
+  the instance graphs' median entity count."""
+  found, counts = prefix_names_gold(config, ds, questions)
+  return dict(questions=len(questions), gold_in_prefix=100.0 * len(found) / len(questions),
               median_entities=float(np.median(counts)))
 
 
@@ -275,11 +284,24 @@ def seen_split(rows: dict[str, list[dict]], by_qid: dict, names: list[str], seen
                      "elsewhere (mean over seeds)")
 
 
-def breakdown(rows: dict[str, list[dict]], ds) -> list[str]:
+def prefix_split(rows: dict[str, list[dict]], names: list[str], named: set) -> list[str]:
+  """Markdown lines: the rows' Hits@1 (mean over seeds) on the questions whose gold answer is
+  among the fusion prefix's object names (`named`, from `prefix_names_gold`) and on the
+  others, where no row is handed the answer's name except through its evidence."""
+  qids = {x["qid"] for run in rows[names[0]] for x in run["records"]}
+  return _hits_table(rows, names, (("named in the prefix", qids & named),
+                                   ("not named in the prefix", qids - named)),
+                     "Hits@1 where the fusion prefix's object names hold a gold answer, and "
+                     "elsewhere (mean over seeds)")
+
+
+def breakdown(rows: dict[str, list[dict]], ds, config=None) -> list[str]:
   """Markdown lines: Hits@1 per (hop count, final relation) of the rows in BREAKDOWN_ROWS that
   ran (mean over their seeds), largest groups first, each row's most repeated answers, and
   Hits@1 split by whether a gold answer is a train answer (`seen_split`, the train split of
-  the rows' protocol) and by whether the answer is the topic entity (`topic_split`)."""
+  the rows' protocol), by whether the answer is the topic entity (`topic_split`) and, given
+  the rows' `config` (`fusion.objects = "graph"`), by whether the prefix names it
+  (`prefix_split`)."""
   by_qid = {q.qid: q for q in ds.questions}
   names = [n for n in BREAKDOWN_ROWS if n in rows]
   if not names:
@@ -310,13 +332,19 @@ def breakdown(rows: dict[str, list[dict]], ds) -> list[str]:
     counts = collections.Counter(x["answer"] for x in run["records"]).most_common(3)
     out.append(f"- {n}: " + ", ".join(f"{a!r} {c}" for a, c in counts))
   protocol = min(rows[names[0]], key=lambda r: r["seed"]).get("protocol", "path")
-  return (out + seen_split(rows, by_qid, names, train_answers(ds, protocol))
-          + topic_split(rows, by_qid, names))
+  out += seen_split(rows, by_qid, names, train_answers(ds, protocol))
+  out += topic_split(rows, by_qid, names)
+  if config is not None and config.fusion.objects == "graph":
+    qids = sorted({x["qid"] for run in rows[names[0]] for x in run["records"]})
+    named, _ = prefix_names_gold(config, ds, [by_qid[q] for q in qids])
+    out += prefix_split(rows, names, named)
+  return out
 
 
-def write_report(folder: pathlib.Path, ds=None) -> str:
+def write_report(folder: pathlib.Path, ds=None, config=None) -> str:
   """report.md of the rows under `folder`; with `ds` (the rows' dataset) also the breakdown by
-  hop count and final relation."""
+  hop count and final relation (`breakdown`; `config`, the rows' configuration, adds the split
+  by the prefix's object names)."""
   rows = {}
   for p in sorted(folder.glob("seed*/*.json")):
     r = json.loads(p.read_text())
@@ -342,7 +370,7 @@ def write_report(folder: pathlib.Path, ds=None) -> str:
                  f"{cell('recall5')} | {np.mean([x['seconds_per_question'] for x in m]):.2f} | "
                  f"{delta(name, 'graphloom')} | {delta(name, 'lexicon')} |")
   if ds is not None:
-    lines += breakdown(rows, ds)
+    lines += breakdown(rows, ds, config)
   text = "\n".join(lines) + "\n"
   atomic.atomic_write_text(folder / "report.md", text)
   return text
