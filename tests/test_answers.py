@@ -62,6 +62,23 @@ def test_normalize_answer_tokens():
   assert answers.normalize_answer("seven hundred") == "7.0 100.0"
 
 
+def test_answer_contains_names_the_gold_as_whole_words():
+  gold = ["Michelle Obama", "Michelle LaVaughn Robinson Obama"]
+  assert answers.answer_contains("His spouse is Michelle Obama.", gold) == 1.0
+  assert answers.answer_contains("michelle obama", gold) == 1.0
+  assert answers.answer_contains("Michelle LaVaughn Robinson Obama, born 1964", gold) == 1.0
+  assert answers.answer_contains("Michelle", gold) == 0.0  # a part of the name
+  assert answers.answer_contains("Obama Michelle", gold) == 0.0  # the words out of order
+  assert answers.answer_contains("female", ["male"]) == 0.0  # not inside a word
+  assert answers.answer_contains("She is female.", ["Female"]) == 1.0
+  assert answers.answer_contains("the two-thirds rule", ["2/3", "two thirds"]) == 1.0
+  assert answers.answer_contains("anything", ["the"]) == 0.0  # nothing left of the gold
+  assert answers.answer_contains("", ["x"]) == 0.0
+  # a whole-word match is a hit wherever Hits@1 is one
+  for pred in ("hard times", "Hard Times (Live).", "hard"):
+    assert answers.answer_contains(pred, ["Hard Times"]) >= answers.hits_at_1(pred, ["Hard Times"])
+
+
 def test_hits_at_1_over_alternative_answers():
   gold = ["Hard Times (live)", "Hard Times"]
   assert answers.hits_at_1("hard times", gold) == 1.0

@@ -168,11 +168,13 @@ def test_reader_row_topic_echoes_the_named_entity():
     assert r["hits"] == (100.0 if pathqa_rows.answer_is_topic(q) else 0.0)
 
 
-def _write_rows(folder, questions, hits: dict, **fields):
-  """Row files as benchmarks/pathqa_rows writes them: hits {(row, seed): Hits@1 per question}."""
+def _write_rows(folder, questions, hits: dict, written: dict | None = None, **fields):
+  """Row files as benchmarks/pathqa_rows writes them: hits {(row, seed): Hits@1 per question};
+  written {(row, seed): answer per question} ("a" where not given)."""
   for (name, seed), h in hits.items():
-    r = [dict(qid=q.qid, answer="a", hits=float(v), em=float(v), f1=float(v), recall5=None,
-              seconds=0.1) for q, v in zip(questions, h)]
+    said = (written or {}).get((name, seed), ["a"] * len(questions))
+    r = [dict(qid=q.qid, answer=a, hits=float(v), em=float(v), f1=float(v), recall5=None,
+              seconds=0.1) for q, v, a in zip(questions, h, said)]
     (folder / f"seed{seed}").mkdir(parents=True, exist_ok=True)
     (folder / f"seed{seed}" / f"{name}.json").write_text(json.dumps(dict(
         row=name, seed=seed, **fields, metrics=pathqa_rows.metrics(r), records=r)))
@@ -326,3 +328,32 @@ def test_report_splits_on_answers_the_prefix_names(tmp_path):
   cfg.fusion.objects = "evidence"
   for text in (pathqa_rows.write_report(folder, ds, cfg), pathqa_rows.write_report(folder, ds)):
     assert "named in the prefix" not in text
+
+
+def test_report_counts_answers_that_name_the_gold(tmp_path):
+  from types import SimpleNamespace
+  from graphloom_jax.data import pathqa
+
+  def question(i, answers, split):
+    path = (f"e{i}", "r", answers[0])
+    return pathqa.Question(qid=f"q{i}", question="", raw_question="", answers=tuple(answers),
+                           answer_ids=tuple(answers), paths=(path,), split=split,
+                           line_split=split, line=i)
+  train = [question(0, ["Rome"], "train")]
+  # q1's answer was a train answer, q2's and q3's were not
+  test = [question(1, ["rome"], "test"), question(2, ["Malia Obama"], "test"),
+          question(3, ["male"], "test")]
+  ds = SimpleNamespace(name="X", questions=train + test,
+                       split=lambda name, protocol: [q for q in train + test if q.split == name])
+  hits = {("graphloom", 0): [100, 0, 0], ("graphloom", 1): [100, 0, 0],
+          ("flat_rag", 0): [0, 0, 0]}
+  written = {("graphloom", 0): ["Rome", "Sasha", "x"], ("graphloom", 1): ["Rome", "x", "x"],
+             ("flat_rag", 0): ["It is in Rome.", "The daughter is Malia Obama.", "female"]}
+  folder = _write_rows(tmp_path / "X", test, hits, written)
+  lines = pathqa_rows.write_report(folder, ds).splitlines()
+  at = lines.index("## The answer names a gold answer (whole words, anywhere in it; mean over "
+                   "seeds)")
+  # columns: graphloom, then the zero-shot flat_rag
+  assert lines[at + 4:at + 7] == ["| any | 3 | 33.3 | 66.7 |",
+                                  "| a train answer | 1 | 100.0 | 100.0 |",
+                                  "| never a train answer | 2 | 0.0 | 50.0 |"]

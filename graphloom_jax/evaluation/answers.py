@@ -117,6 +117,19 @@ def hits_at_1(predicted: str, gold: Sequence[str]) -> float:
   return float(bool(got) and any(got == normalize_answer(g) for g in gold))
 
 
+def answer_contains(predicted: str, gold: Sequence[str]) -> float:
+  """1.0 when one of the gold answers, normalised as `normalize_answer`, occurs in the
+  normalised answer as a run of whole words ("the spouse is Michelle Obama" names "Michelle
+  Obama"; "female" does not name "male"), else 0.0: the lenient hit of open-answer KG-QA with
+  free-form generators, which credits an answer that names the gold inside a sentence."""
+  words = normalize_answer(predicted).split()
+  for g in gold:
+    want = normalize_answer(g).split()
+    if want and any(words[i:i + len(want)] == want for i in range(len(words) - len(want) + 1)):
+      return 1.0
+  return 0.0
+
+
 def best_answer_metrics(predicted: str, gold: Sequence[str]) -> tuple[float, float]:
   """(EM, F1) against the best-matching one of several alternative gold answers."""
   scores = [answer_metrics(predicted, g) for g in gold]

@@ -208,6 +208,7 @@ def seed_paired(a_runs: list[dict], b_runs: list[dict], resamples: int = 10_000,
 
 BREAKDOWN_ROWS = ("graphloom", "oracle", "none", "shuffled", "flat_rag_tuned",
                   "no_retrieval_tuned", "lexicon", "topic")
+ZERO_SHOT_ROWS = ("flat_rag", "no_retrieval")  # added to `contains_split`, where they can score
 
 
 def final_relation(q) -> str:
@@ -227,16 +228,16 @@ def _restricted(runs: list[dict], qids: set) -> list[dict]:
   return [dict(r, records=[x for x in r["records"] if x["qid"] in qids]) for r in runs]
 
 
-def _hits_table(rows: dict[str, list[dict]], names: list[str], parts, heading: str
-                ) -> list[str]:
-  """Markdown lines: each row's Hits@1 (mean over its seeds' records) on each part, `parts`
-  a sequence of (label, set of qids)."""
+def _hits_table(rows: dict[str, list[dict]], names: list[str], parts, heading: str,
+                value=lambda record: record["hits"]) -> list[str]:
+  """Markdown lines: each row's Hits@1 (or `value` of a record; mean over its seeds' records)
+  on each part, `parts` a sequence of (label, set of qids)."""
   out = ["", f"## {heading}", "", "| answer | questions | " + " | ".join(names) + " |",
          "|---|---|" + "---|" * len(names)]
   for label, part in parts:
     cells = []
     for n in names:
-      v = [x["hits"] for run in rows[n] for x in run["records"] if x["qid"] in part]
+      v = [value(x) for run in rows[n] for x in run["records"] if x["qid"] in part]
       cells.append(f"{np.mean(v):.1f}" if v else "-")
     out.append(f"| {label} | {len(part)} | " + " | ".join(cells) + " |")
   return out
@@ -284,6 +285,22 @@ def seen_split(rows: dict[str, list[dict]], by_qid: dict, names: list[str], seen
                      "elsewhere (mean over seeds)")
 
 
+def contains_split(rows: dict[str, list[dict]], by_qid: dict, names: list[str],
+                   seen: frozenset) -> list[str]:
+  """Markdown lines: how often each row's answer names a gold answer anywhere in it
+  (`answers.answer_contains`, mean over seeds), on all questions and split as `seen_split`:
+  a row that writes sentences (the zero-shot modes) is credited for reading the evidence even
+  where its format fails Hits@1."""
+  qids = {x["qid"] for run in rows[names[0]] for x in run["records"]}
+  known = {q for q in qids if any(answers.normalize_answer(a) in seen
+                                  for a in by_qid[q].answers)}
+  return _hits_table(rows, names, (("any", qids), ("a train answer", known),
+                                   ("never a train answer", qids - known)),
+                     "The answer names a gold answer (whole words, anywhere in it; mean over "
+                     "seeds)", lambda x: 100.0 * answers.answer_contains(
+                         x["answer"], by_qid[x["qid"]].answers))
+
+
 def prefix_split(rows: dict[str, list[dict]], names: list[str], named: set) -> list[str]:
   """Markdown lines: the rows' Hits@1 (mean over seeds) on the questions whose gold answer is
   among the fusion prefix's object names (`named`, from `prefix_names_gold`) and on the
@@ -299,8 +316,9 @@ def breakdown(rows: dict[str, list[dict]], ds, config=None) -> list[str]:
   """Markdown lines: Hits@1 per (hop count, final relation) of the rows in BREAKDOWN_ROWS that
   ran (mean over their seeds), largest groups first, each row's most repeated answers, and
   Hits@1 split by whether a gold answer is a train answer (`seen_split`, the train split of
-  the rows' protocol), by whether the answer is the topic entity (`topic_split`) and, given
-  the rows' `config` (`fusion.objects = "graph"`), by whether the prefix names it
+  the rows' protocol), how often the answer names a gold one (`contains_split`, the same
+  split, with the zero-shot rows), by whether the answer is the topic entity (`topic_split`)
+  and, given the rows' `config` (`fusion.objects = "graph"`), by whether the prefix names it
   (`prefix_split`)."""
   by_qid = {q.qid: q for q in ds.questions}
   names = [n for n in BREAKDOWN_ROWS if n in rows]
@@ -332,7 +350,9 @@ def breakdown(rows: dict[str, list[dict]], ds, config=None) -> list[str]:
     counts = collections.Counter(x["answer"] for x in run["records"]).most_common(3)
     out.append(f"- {n}: " + ", ".join(f"{a!r} {c}" for a, c in counts))
   protocol = min(rows[names[0]], key=lambda r: r["seed"]).get("protocol", "path")
-  out += seen_split(rows, by_qid, names, train_answers(ds, protocol))
+  seen = train_answers(ds, protocol)
+  out += seen_split(rows, by_qid, names, seen)
+  out += contains_split(rows, by_qid, names + [n for n in ZERO_SHOT_ROWS if n in rows], seen)
   out += topic_split(rows, by_qid, names)
   if config is not None and config.fusion.objects == "graph":
     qids = sorted({x["qid"] for run in rows[names[0]] for x in run["records"]})
