@@ -271,16 +271,22 @@ def train_answers(ds, protocol: str) -> frozenset:
                    for a in q.answers)
 
 
+def _seen_parts(rows: dict[str, list[dict]], by_qid: dict, name: str, seen: frozenset
+                ) -> tuple[tuple[str, set], tuple[str, set]]:
+  """The questions of row `name` with a gold answer among `seen` and the others, as
+  `_hits_table` parts."""
+  qids = {x["qid"] for run in rows[name] for x in run["records"]}
+  known = {q for q in qids if any(answers.normalize_answer(a) in seen
+                                  for a in by_qid[q].answers)}
+  return ("a train answer", known), ("never a train answer", qids - known)
+
+
 def seen_split(rows: dict[str, list[dict]], by_qid: dict, names: list[str], seen: frozenset
                ) -> list[str]:
   """Markdown lines: the rows' Hits@1 (mean over seeds) on the questions with a gold answer
   among the train split's answers (`seen`) and on the others, where a row must write a name it
   was never trained to write."""
-  qids = {x["qid"] for run in rows[names[0]] for x in run["records"]}
-  known = {q for q in qids if any(answers.normalize_answer(a) in seen
-                                  for a in by_qid[q].answers)}
-  return _hits_table(rows, names, (("a train answer", known), ("never a train answer",
-                                                               qids - known)),
+  return _hits_table(rows, names, _seen_parts(rows, by_qid, names[0], seen),
                      "Hits@1 where a gold answer is also a train question's answer, and "
                      "elsewhere (mean over seeds)")
 
@@ -291,11 +297,8 @@ def contains_split(rows: dict[str, list[dict]], by_qid: dict, names: list[str],
   (`answers.answer_contains`, mean over seeds), on all questions and split as `seen_split`:
   a row that writes sentences (the zero-shot modes) is credited for reading the evidence even
   where its format fails Hits@1."""
-  qids = {x["qid"] for run in rows[names[0]] for x in run["records"]}
-  known = {q for q in qids if any(answers.normalize_answer(a) in seen
-                                  for a in by_qid[q].answers)}
-  return _hits_table(rows, names, (("any", qids), ("a train answer", known),
-                                   ("never a train answer", qids - known)),
+  parts = _seen_parts(rows, by_qid, names[0], seen)
+  return _hits_table(rows, names, (("any", parts[0][1] | parts[1][1]), *parts),
                      "The answer names a gold answer (whole words, anywhere in it; mean over "
                      "seeds)", lambda x: 100.0 * answers.answer_contains(
                          x["answer"], by_qid[x["qid"]].answers))
