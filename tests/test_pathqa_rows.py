@@ -211,19 +211,21 @@ def test_report_splits_on_answers_that_are_the_topic_entity(tmp_path):
   assert [l for l in lines if l.startswith("- topic: ")][-1].startswith("- topic: +50.0 [")
 
 
+def _one_hop(i, answers, split):
+  """A one-hop PathQuestion question q<i> answered by `answers`, in `split`."""
+  from graphloom_jax.data import pathqa
+  path = (f"e{i}", "r", answers[0])
+  return pathqa.Question(qid=f"q{i}", question="", raw_question="", answers=tuple(answers),
+                         answer_ids=tuple(answers), paths=(path,), split=split,
+                         line_split=split, line=i)
+
+
 def test_report_splits_on_answers_seen_in_training(tmp_path):
   from types import SimpleNamespace
-  from graphloom_jax.data import pathqa
-
-  def question(i, answers, split):
-    path = (f"e{i}", "r", answers[0])
-    return pathqa.Question(qid=f"q{i}", question="", raw_question="", answers=tuple(answers),
-                           answer_ids=tuple(answers), paths=(path,), split=split,
-                           line_split=split, line=i)
-  train = [question(0, ["The Beatles"], "train"), question(1, ["Rome"], "train")]
+  train = [_one_hop(0, ["The Beatles"], "train"), _one_hop(1, ["Rome"], "train")]
   # q2 and q4 have a gold answer a train question had (after normalisation); q3 does not
-  test = [question(2, ["beatles", "x"], "test"), question(3, ["Paris"], "test"),
-          question(4, ["rome."], "test")]
+  test = [_one_hop(2, ["beatles", "x"], "test"), _one_hop(3, ["Paris"], "test"),
+          _one_hop(4, ["rome."], "test")]
   calls = []
 
   def split(name, protocol):
@@ -332,17 +334,10 @@ def test_report_splits_on_answers_the_prefix_names(tmp_path):
 
 def test_report_counts_answers_that_name_the_gold(tmp_path):
   from types import SimpleNamespace
-  from graphloom_jax.data import pathqa
-
-  def question(i, answers, split):
-    path = (f"e{i}", "r", answers[0])
-    return pathqa.Question(qid=f"q{i}", question="", raw_question="", answers=tuple(answers),
-                           answer_ids=tuple(answers), paths=(path,), split=split,
-                           line_split=split, line=i)
-  train = [question(0, ["Rome"], "train")]
+  train = [_one_hop(0, ["Rome"], "train")]
   # q1's answer was a train answer, q2's and q3's were not
-  test = [question(1, ["rome"], "test"), question(2, ["Malia Obama"], "test"),
-          question(3, ["male"], "test")]
+  test = [_one_hop(1, ["rome"], "test"), _one_hop(2, ["Malia Obama"], "test"),
+          _one_hop(3, ["male"], "test")]
   ds = SimpleNamespace(name="X", questions=train + test,
                        split=lambda name, protocol: [q for q in train + test if q.split == name])
   hits = {("graphloom", 0): [100, 0, 0], ("graphloom", 1): [100, 0, 0],
