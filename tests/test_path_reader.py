@@ -1,7 +1,7 @@
 """The non-learned path readers (graphloom_jax.graph.path_reader) on hand-made KBs and the
 PathQuestion / WorldCup2014 fixtures: the naive Bayes scores against the formula written out
-here, hop-count choice, beam search over the KB, the answer prior, the topic echo and
-conjunctive questions."""
+here, hop-count choice, beam search over the KB, the answer prior, the topic echo, the one-hop
+lookup and conjunctive questions."""
 
 import math
 import pathlib
@@ -80,6 +80,31 @@ def test_readers_follow_the_kb():
     PathReader(KB).read(test, "lexicon")
 
 
+def test_one_hop_reader_finds_a_direct_fact_equal_to_the_path():
+  # p's club's country is also p's own "nation" fact for p1 and p2 (a one-hop shortcut), and
+  # "league" only for p1; p3's nation is not its club's country
+  kb = [("p1", "club", "c1"), ("c1", "country", "es"), ("p1", "nation", "es"),
+        ("p1", "league", "es"), ("p2", "club", "c2"), ("c2", "country", "fr"),
+        ("p2", "nation", "fr"), ("p2", "age", "30"), ("p3", "club", "c3"),
+        ("c3", "country", "it"), ("p3", "nation", "de"), ("c1", "city", "bilbao")]
+  train = [q("where is p1 's club ?", "p1", "club", "c1", "country", "es"),
+           q("where is p2 's club ?", "p2", "club", "c2", "country", "fr"),
+           q("which city is p1 's club in ?", "p1", "club", "c1", "city", "bilbao")]
+  reader = PathReader(kb).fit(train)
+  # country: nation reaches only gold twice, league once, club and age never; city: none
+  assert reader.one_hop == {"country": "nation"}
+  got = reader.read(q("where is p3 's club ?", "p3", "club", "c3", "country", "it"), "one_hop")
+  assert got == path_reader.Reading("de", ("de",), (("nation",),))  # the shortcut can be wrong
+  assert reader.read(train[1], "one_hop").answer == "fr"
+  assert reader.read(train[2], "one_hop") == path_reader.Reading(None, (), ())
+  # a topic without the chosen relation reaches nothing
+  assert reader.read(q("where is c1 's club ?", "c1", "club", "x", "country", "y"),
+                     "one_hop").answer is None
+  # ties go to the smallest relation name
+  tied = PathReader(kb).fit(train[:1])
+  assert tied.one_hop == {"country": "league"}
+
+
 def test_reached_entities_keep_kb_order_and_conjunctions_meet():
   kb = [("x", "r", "b"), ("x", "r", "a"), ("y", "s", "a")]
   conj = pathqa.Question(qid="c", question="", raw_question="r x s y", answers=("a",),
@@ -105,7 +130,7 @@ def test_oracle_answers_every_fixture_question_and_lexicon_its_train_set(name, m
     assert reader.read(question, "oracle").answer in question.answer_ids
   right = sum(reader.read(x, "lexicon").answer in x.answer_ids for x in ds.questions)
   assert right >= 0.5 * len(ds.questions)
-  assert set(path_reader.READERS) == {"oracle", "lexicon", "prior", "topic"}
+  assert set(path_reader.READERS) == {"oracle", "lexicon", "prior", "topic", "one_hop"}
 
 
 def test_tables_on_the_fixtures():

@@ -211,6 +211,29 @@ def test_report_splits_on_answers_that_are_the_topic_entity(tmp_path):
   assert [l for l in lines if l.startswith("- topic: ")][-1].startswith("- topic: +50.0 [")
 
 
+def test_report_splits_on_questions_one_kb_fact_answers(tmp_path):
+  from types import SimpleNamespace
+  qs = [_one_hop(i, [f"a{i}"], "test") for i in range(4)]
+  ds = SimpleNamespace(name="X", questions=qs, split=lambda split, protocol: [])
+  hits = {("graphloom", 0): [100, 100, 0, 100], ("graphloom", 1): [100, 0, 0, 0],
+          ("flat_rag_tuned", 0): [0, 100, 100, 0], ("one_hop", 0): [100, 0, 100, 0]}
+  folder = _write_rows(tmp_path / "X", qs, hits)
+  before = pathqa_rows.write_report(folder, ds)
+  assert "one KB fact" in before
+  lines = before.splitlines()
+  # columns: graphloom, flat_rag_tuned, one_hop; q0, q2 answered by one fact, q1, q3 not
+  assert "| one KB fact | 2 | 50.0 | 50.0 | 100.0 |" in lines
+  assert "| the path | 2 | 50.0 | 50.0 | 0.0 |" in lines
+  # on q1, q3, the seed both ran (0): graphloom (100, 100) minus flat_rag_tuned (100, 0)
+  got = [l for l in lines if l.startswith("- flat_rag_tuned: ")][-1]
+  assert got.startswith("- flat_rag_tuned: +50.0 [")
+  # the seedless reader against both of GraphLoom's seeds: (50, 50) minus (0, 0)
+  assert [l for l in lines if l.startswith("- one_hop: ")][-1].startswith("- one_hop: +50.0 [")
+  # without the one_hop row there is no such table
+  (folder / "seed0" / "one_hop.json").unlink()
+  assert "one KB fact" not in pathqa_rows.write_report(folder, ds)
+
+
 def _one_hop(i, answers, split):
   """A one-hop PathQuestion question q<i> answered by `answers`, in `split`."""
   from graphloom_jax.data import pathqa

@@ -31,7 +31,8 @@ def recall_at(retrieved, gold_keys, k: int = 5) -> float:
   return recall_at_k([t.key() for t in retrieved], gold_keys, k) if gold_keys else 0.0
 
 
-READER_ROWS = {"lexicon": "lexicon", "oracle_path": "oracle", "topic": "topic"}
+READER_ROWS = {"lexicon": "lexicon", "oracle_path": "oracle", "topic": "topic",
+               "one_hop": "one_hop"}
 
 
 CONTROL_ROWS = controls.CONTROLS
@@ -207,7 +208,7 @@ def seed_paired(a_runs: list[dict], b_runs: list[dict], resamples: int = 10_000,
 
 
 BREAKDOWN_ROWS = ("graphloom", "oracle", "none", "shuffled", "flat_rag_tuned",
-                  "no_retrieval_tuned", "lexicon", "topic")
+                  "no_retrieval_tuned", "lexicon", "topic", "one_hop")
 ZERO_SHOT_ROWS = ("flat_rag", "no_retrieval")  # added to `contains_split`, where they can score
 
 
@@ -243,18 +244,16 @@ def _hits_table(rows: dict[str, list[dict]], names: list[str], parts, heading: s
   return out
 
 
-def topic_split(rows: dict[str, list[dict]], by_qid: dict, names: list[str]) -> list[str]:
-  """Markdown lines: the rows' Hits@1 (mean over seeds) on the questions whose answer is the
-  topic entity and on the others, with the paired difference to GraphLoom on the others."""
+def _split_paired(rows: dict[str, list[dict]], names: list[str], inside: set, labels, heading,
+                  others: str) -> list[str]:
+  """`_hits_table` on the questions in `inside` and the others (`labels`: their two labels),
+  with GraphLoom's paired difference to each row on the others (`others` says what they are)."""
   qids = {x["qid"] for run in rows[names[0]] for x in run["records"]}
-  echo = {q for q in qids if answer_is_topic(by_qid[q])}
-  other = qids - echo
-  out = _hits_table(rows, names, (("the topic entity", echo), ("another entity", other)),
-                    "Hits@1 where the answer is the question's topic entity, and elsewhere "
-                    "(mean over seeds)")
+  other = qids - inside
+  out = _hits_table(rows, names, ((labels[0], qids & inside), (labels[1], other)), heading)
   if "graphloom" in rows and other:
-    out += ["", "GraphLoom minus each row on the questions whose answer is another entity "
-            "(paired, seeds both ran):", ""]
+    out += ["", f"GraphLoom minus each row on the questions {others} (paired, seeds both ran):",
+            ""]
     for n in names:
       if n == "graphloom":
         continue
@@ -263,6 +262,30 @@ def topic_split(rows: dict[str, list[dict]], by_qid: dict, names: list[str]) -> 
       if d is not None:
         out.append(f"- {n}: {d['delta']:+.1f} [{d['lo']:+.1f}, {d['hi']:+.1f}]")
   return out
+
+
+def topic_split(rows: dict[str, list[dict]], by_qid: dict, names: list[str]) -> list[str]:
+  """Markdown lines: the rows' Hits@1 (mean over seeds) on the questions whose answer is the
+  topic entity and on the others, with the paired difference to GraphLoom on the others."""
+  qids = {x["qid"] for run in rows[names[0]] for x in run["records"]}
+  echo = {q for q in qids if answer_is_topic(by_qid[q])}
+  return _split_paired(rows, names, echo, ("the topic entity", "another entity"),
+                       "Hits@1 where the answer is the question's topic entity, and elsewhere "
+                       "(mean over seeds)", "whose answer is another entity")
+
+
+def one_hop_split(rows: dict[str, list[dict]], names: list[str]) -> list[str]:
+  """Markdown lines: the rows' Hits@1 (mean over seeds) on the questions the one-hop reader
+  answers (the `one_hop` row: one KB fact from the topic entity holds the answer) and on the
+  others, where the answer needs the path, with the paired difference to GraphLoom there;
+  nothing when the `one_hop` row has not run."""
+  if "one_hop" not in rows:
+    return []
+  direct = {x["qid"] for run in rows["one_hop"] for x in run["records"] if x["hits"] > 0}
+  return _split_paired(rows, names, direct, ("one KB fact", "the path"),
+                       "Hits@1 where one KB fact from the topic entity answers (the one_hop "
+                       "reader), and where the answer needs the path (mean over seeds)",
+                       "that need the path")
 
 
 def train_answers(ds, protocol: str) -> frozenset:
@@ -320,8 +343,9 @@ def breakdown(rows: dict[str, list[dict]], ds, config=None) -> list[str]:
   ran (mean over their seeds), largest groups first, each row's most repeated answers, and
   Hits@1 split by whether a gold answer is a train answer (`seen_split`, the train split of
   the rows' protocol), how often the answer names a gold one (`contains_split`, the same
-  split, with the zero-shot rows), by whether the answer is the topic entity (`topic_split`)
-  and, given the rows' `config` (`fusion.objects = "graph"`), by whether the prefix names it
+  split, with the zero-shot rows), by whether the answer is the topic entity (`topic_split`),
+  by whether one KB fact answers (`one_hop_split`, when the `one_hop` row ran) and, given the
+  rows' `config` (`fusion.objects = "graph"`), by whether the prefix names it
   (`prefix_split`)."""
   by_qid = {q.qid: q for q in ds.questions}
   names = [n for n in BREAKDOWN_ROWS if n in rows]
@@ -357,6 +381,7 @@ def breakdown(rows: dict[str, list[dict]], ds, config=None) -> list[str]:
   out += seen_split(rows, by_qid, names, seen)
   out += contains_split(rows, by_qid, names + [n for n in ZERO_SHOT_ROWS if n in rows], seen)
   out += topic_split(rows, by_qid, names)
+  out += one_hop_split(rows, names)
   if config is not None and config.fusion.objects == "graph":
     qids = sorted({x["qid"] for run in rows[names[0]] for x in run["records"]})
     named, _ = prefix_names_gold(config, ds, [by_qid[q] for q in qids])

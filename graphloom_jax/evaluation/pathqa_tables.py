@@ -78,8 +78,8 @@ def report(results: dict) -> str:
            "Written by `python -m benchmarks.pathqa_tables`; readers: "
            "`graphloom_jax/graph/path_reader.py`; splits: `graphloom_jax/data/pathqa.py`.", "",
            "| dataset | split protocol | test q | oracle path | lexicon (naive Bayes) | "
-           "answer prior | topic entity | published (line split) |",
-           "|---|---|---|---|---|---|---|---|"]
+           "answer prior | topic entity | one hop | published (line split) |",
+           "|---|---|---|---|---|---|---|---|---|"]
   for name, r in results.items():
     for protocol, e in r["protocols"].items():
       cells = []

@@ -26,6 +26,11 @@ first entity reached (KB file order), and the whole reached set is returned for 
              leads back to the entity the question names ("what is the tracks of recording of
              Believe 's tracks ?" -> Believe), a shortcut a model can learn by copying a name
              from the question
+  one_hop    follows a single relation from the topic: the one that, on the train split's
+             questions with the same final gold relation, most often reaches only gold answers
+             (ties: the smallest relation name). Oracle-informed like the prior (it is told the
+             final relation); it measures how many multi-hop questions a one-hop lookup answers,
+             i.e. where the KB holds a direct fact equal to the path's composition
 
 Conjunctive questions (WC-C: two paths that meet at the answer) are read per path, and the
 answer is the first entity both paths reach (the first of the first path's when none is shared).
@@ -40,7 +45,7 @@ import re
 from typing import Sequence
 
 _WORD = re.compile(r"[a-z0-9]+")
-READERS = ("oracle", "lexicon", "prior", "topic")
+READERS = ("oracle", "lexicon", "prior", "topic", "one_hop")
 
 
 def question_words(raw_question: str, topic: str) -> list[str]:
@@ -142,14 +147,20 @@ def _combine(per_path: list[list[str]]) -> list[str]:
   return shared or per_path[0]
 
 
+def _most_frequent(counts: dict[str, collections.Counter]) -> dict[str, str]:
+  """key -> its most frequent item; ties by the item, for determinism."""
+  return {k: min(c.items(), key=lambda kv: (-kv[1], kv[0]))[0] for k, c in counts.items()}
+
+
 class PathReader:
-  """The four readers over one KB (see the module docstring); `fit` counts the train split."""
+  """The readers over one KB (see the module docstring); `fit` counts the train split."""
 
   def __init__(self, facts: Sequence[tuple[str, str, str]], beam: int = 8):
     self.index = KBIndex(facts)
     self.beam = beam
     self.lexicon: Lexicon | None = None
     self.answer_prior: dict[str, str] = {}
+    self.one_hop: dict[str, str] = {}
 
   def fit(self, train_questions, alpha: float = 0.1) -> "PathReader":
     self.lexicon = Lexicon.fit(train_questions, alpha)
@@ -157,8 +168,15 @@ class PathReader:
     for q in train_questions:
       counts[q.path[-2]][q.answer_ids[0]] += 1
     # most frequent answer per final relation; ties by the answer id, for determinism
-    self.answer_prior = {r: min(c.items(), key=lambda kv: (-kv[1], kv[0]))[0]
-                         for r, c in counts.items()}
+    self.answer_prior = _most_frequent(counts)
+    direct: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for q in train_questions:
+      topic, gold = q.path[0], set(q.answer_ids)
+      for r in self.index.relations([topic]):
+        reached = self.index.follow([topic], r)
+        if set(reached) <= gold:  # relations() lists only relations that reach something
+          direct[q.path[-2]][r] += 1
+    self.one_hop = _most_frequent(direct)
     return self
 
   def _choose(self, words: list[str], topic: str) -> tuple[str, ...]:
@@ -181,6 +199,12 @@ class PathReader:
       return Reading(answer, () if answer is None else (answer,), ())
     if reader == "topic":
       return Reading(q.path[0], (q.path[0],), ())
+    if reader == "one_hop":
+      relation = self.one_hop.get(q.path[-2])
+      if relation is None:
+        return Reading(None, (), ())
+      reached = self.index.follow([q.path[0]], relation)
+      return Reading(reached[0] if reached else None, tuple(reached), ((relation,),))
     if reader == "lexicon" and self.lexicon is None:
       raise ValueError("PathReader: the lexicon reader needs fit(train questions) first")
     per_path, sequences = [], []
