@@ -21,6 +21,11 @@ component and router-feature rows of the SceneKB tables (`-interleaved`, `-corre
 `-conf_ext`, `-centrality`; `evaluation.pathqa_rows.COMPONENT_ROWS`, need --heads). Without an
 image, the fusion prefix's object tokens are the instance graph's entity names (the first
 `fusion.max_objects` in canonical order).
+
+`--coverage` (no heads, no decoding) writes evidence_coverage.json beside the seeds' rows: per
+question, whether the subgraph GraphLoom retrieves names a gold answer, holds a fact linking the
+topic entity to one, and how much of the answer path it holds (`pathqa_rows.evidence_coverage`);
+the report then splits the rows by it.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ def _define_flags():
   """The command line's flags, defined only when this file runs as a script: importing it
   (tests do) defines none, so it never collides with other modules' flags."""
   global _CONFIG, _DATA, _DATASET, _DIR, _PROTOCOL, _SPLIT, _LIMIT, _HEADS, _ADAPTERS, _ROWS, \
-      _SEED, _BATCH, _OUT, _REPORT, _PREFIX
+      _SEED, _BATCH, _OUT, _REPORT, _PREFIX, _COVERAGE
   _CONFIG = config_flags.DEFINE_config_file("config", "configs/pathquestion.py",
                                             "GraphLoom config (decoder, thresholds)")
   _DATA = flags.DEFINE_enum("data", "pathquestion", ["pathquestion", "wc2014"], "benchmark")
@@ -63,6 +68,10 @@ def _define_flags():
   _PREFIX = flags.DEFINE_bool("gold_in_prefix", False,
                               "only print how often the prefix's object names hold a gold "
                               "answer (pathqa_rows.gold_in_prefix), no model")
+  _COVERAGE = flags.DEFINE_bool("coverage", False,
+                                "only write evidence_coverage.json beside the seeds' rows: what "
+                                "GraphLoom's retrieved subgraph holds per question "
+                                "(pathqa_rows.evidence_coverage; no heads, no decoding)")
 
 
 def main(argv):
@@ -79,6 +88,17 @@ def main(argv):
     return
   if _REPORT.value:
     print(pathqa_rows.write_report(folder, ds, _CONFIG.value))
+    return
+  if _COVERAGE.value:
+    system = GraphLoom.from_config(_CONFIG.value, kb_sources=[])
+    start = time.time()
+    records = pathqa_rows.evidence_coverage(system, ds, questions, _BATCH.value)
+    summary = pathqa_rows.coverage_summary(records)
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic.atomic_write_text(folder / pathqa_rows.COVERAGE_FILE, json.dumps(dict(
+        dataset=_DATASET.value, protocol=_PROTOCOL.value, split=_SPLIT.value, summary=summary,
+        wall_seconds=time.time() - start, records=records), indent=1) + "\n")
+    print(json.dumps(dict(dataset=_DATASET.value, split=_SPLIT.value, **summary)))
     return
   seed_dir = folder / f"seed{_SEED.value}"
   seed_dir.mkdir(parents=True, exist_ok=True)

@@ -375,3 +375,89 @@ def test_report_counts_answers_that_name_the_gold(tmp_path):
   assert lines[at + 4:at + 7] == ["| any | 3 | 33.3 | 66.7 |",
                                   "| a train answer | 1 | 100.0 | 100.0 |",
                                   "| never a train answer | 2 | 0.0 | 50.0 |"]
+
+
+def test_evidence_coverage_reads_the_subgraph_answer_batch_reads(system):
+  ds = wc2014.load("WC-M", root=DATA / "wc2014")
+  qs = ds.questions
+  records = pathqa_rows.evidence_coverage(system, ds, qs, batch=3, log=lambda *_: None)
+  assert [r["qid"] for r in records] == [q.qid for q in qs]
+  canon = canonical.Canonicalizer(singularize=False)
+  got = system.answer_batch([q.question for q in qs],
+                            [system.instance_graph(ds.instance_triples(q)) for q in qs])
+  for r, q, a in zip(records, qs, got):
+    held = {t.key() for t in a.retrieved}
+    assert r["facts"] == len(a.retrieved)  # the subgraph the answer read
+    path = {canon.triple(t).key() for t in ds.gold_triples(q)}
+    assert r["path_recall"] == 100.0 * len(path & held) / len(path)
+    names = {x for t in a.retrieved for x in (t.subject, t.object)}
+    assert r["answer_named"] == bool(names & {canon(x) for x in q.answers})
+
+
+def test_evidence_coverage_on_hand_made_subgraphs(monkeypatch):
+  """Fields by hand: a fact topic -> gold (either direction) is direct; a gold answer as any
+  fact's subject or object is named; path recall counts the answer path's triples. The
+  subgraph holds canonical names (lower case), as the instance graph does."""
+  from types import SimpleNamespace
+  from graphloom_jax.graph.triples import Triple
+  from graphloom_jax.data import pathqa
+
+  def q(i, path, answers):
+    return pathqa.Question(qid=f"q{i}", question=f"question {i}", raw_question="",
+                           answers=answers, answer_ids=answers, paths=(path,), split="test",
+                           line_split="test", line=i)
+
+  qs = [q(0, ("Ann_B", "r", "mid", "s", "Gold"), ("Gold",)),
+        q(1, ("Ann_B", "r", "mid", "s", "Gold"), ("Gold",)),
+        q(2, ("Cy", "r", "mid", "s", "Gold"), ("Gold", "Other")),
+        q(3, ("Cy", "r", "mid"), ("mid",))]
+  t = lambda s, r, o: Triple(s, r, o)  # noqa: E731
+  subgraphs = [[t("ann b", "r", "mid"), t("gold", "x", "ann b")],   # direct (reversed), 1/2 path
+               [t("ann b", "r", "mid"), t("mid", "s", "gold")],     # named, whole path
+               [t("zed", "y", "other")],                            # named, not direct
+               [t("cy", "q", "nothing")]]                           # nothing
+  ds = SimpleNamespace(instance_triples=lambda q: [],
+                       gold_triples=lambda q: [t(pathqa.readable(a), pathqa.readable(b),
+                                                 pathqa.readable(c))
+                                               for a, b, c in q.path_facts()])
+  it = iter(subgraphs)
+  system = SimpleNamespace(
+      config=SimpleNamespace(graph=SimpleNamespace(singularize=False)),
+      instance_graph=lambda triples, instance_id: instance_id,
+      prepare=lambda questions, graphs: [SimpleNamespace(subgraph=SimpleNamespace(edges=next(it)))
+                                         for _ in questions])
+  records = pathqa_rows.evidence_coverage(system, ds, qs, batch=2, log=lambda *_: None)
+  assert [(r["facts"], r["answer_named"], r["direct_fact"], r["path_recall"]) for r in records] \
+      == [(2, True, True, 50.0), (2, True, False, 100.0), (1, True, False, 0.0),
+          (1, False, False, 0.0)]
+  s = pathqa_rows.coverage_summary(records)
+  assert (s["answer_named"], s["direct_fact"], s["whole_path"], s["path_recall"],
+          s["median_facts"]) == (75.0, 25.0, 25.0, 37.5, 1.5)
+
+
+def test_report_splits_on_what_the_subgraph_holds(tmp_path):
+  from types import SimpleNamespace
+  qs = [_one_hop(i, [f"a{i}"], "test") for i in range(4)]
+  ds = SimpleNamespace(name="X", questions=qs, split=lambda split, protocol: [])
+  hits = {("graphloom", 0): [100, 0, 0, 100], ("graphloom", 1): [100, 100, 0, 0],
+          ("none", 0): [0, 100, 0, 0]}
+  folder = _write_rows(tmp_path / "X", qs, hits)
+  assert "What the retrieved subgraph holds" not in pathqa_rows.write_report(folder, ds)
+  cov = [dict(qid="q0", facts=4, answer_named=True, direct_fact=True, path_recall=100.0),
+         dict(qid="q1", facts=6, answer_named=True, direct_fact=False, path_recall=0.0),
+         dict(qid="q2", facts=2, answer_named=False, direct_fact=False, path_recall=0.0),
+         dict(qid="q3", facts=8, answer_named=False, direct_fact=False, path_recall=50.0)]
+  (folder / pathqa_rows.COVERAGE_FILE).write_text(json.dumps(dict(records=cov)))
+  lines = pathqa_rows.write_report(folder, ds).splitlines()
+  assert ("Of 4 questions, the subgraph GraphLoom reads (median 5 facts) names a gold answer "
+          "for 50.0%, holds a fact linking the topic entity to a gold answer for 25.0% and the "
+          "whole answer path for 25.0% (mean path recall 37.5%).") in lines
+  # columns graphloom, none: named q0, q1 -> (100, 50) / (0, 100); not named q2, q3
+  assert "| named in the subgraph | 2 | 75.0 | 50.0 |" in lines
+  assert "| not in the subgraph | 2 | 25.0 | 0.0 |" in lines
+  assert "| topic-answer fact retrieved | 1 | 100.0 | 0.0 |" in lines
+  assert "| no topic-answer fact | 3 | 33.3 | 33.3 |" in lines
+  # coverage of other questions than the rows' is an error that names the file
+  (folder / pathqa_rows.COVERAGE_FILE).write_text(json.dumps(dict(records=cov[:3])))
+  with pytest.raises(ValueError, match="evidence_coverage.json.*'q3'"):
+    pathqa_rows.write_report(folder, ds)

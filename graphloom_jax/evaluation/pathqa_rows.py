@@ -150,6 +150,86 @@ def component_row(system: GraphLoom, heads_dir: str, ds, questions, row: str, ba
   return system_row(variant, ds, questions, mode, batch, log)
 
 
+COVERAGE_FILE = "evidence_coverage.json"
+
+
+def evidence_coverage(system: GraphLoom, ds, questions, batch: int = 8, log=logging.info
+                      ) -> list[dict]:
+  """Per question, what GraphLoom's retrieved subgraph holds: stages 1-4 as `answer_batch` runs
+  them (`GraphLoom.prepare`: retrieval, correction, the slot bank), without heads or decoding,
+  so one run stands for every seed of the heads. Record fields (canonical names, as the
+  instance graph holds them):
+
+  - `facts`: the subgraph's size;
+  - `answer_named`: a retrieved fact names a gold answer as its subject or object (always true
+    when a gold answer is the topic entity, which every fact of its neighbourhood touches);
+  - `direct_fact`: a retrieved fact links the topic entity and a gold answer, in either
+    direction (the one fact the `one_hop` reader reads, where one exists);
+  - `path_recall`: the share of the answer path's triples retrieved, at any rank, in percent.
+  """
+  canon = canonical.Canonicalizer(singularize=system.config.graph.singularize)
+  out, start = [], time.time()
+  for s in range(0, len(questions), batch):
+    qs = questions[s:s + batch]
+    graphs = [system.instance_graph(ds.instance_triples(q), instance_id=q.qid) for q in qs]
+    for q, item in zip(qs, system.prepare([q.question for q in qs], graphs)):
+      edges = item.subgraph.edges
+      topic = canon(readable(q.topic))
+      gold = {canon(a) for a in q.answers}
+      path = {canon.triple(t).key() for t in ds.gold_triples(q)}
+      held = {t.key() for t in edges}
+      out.append(dict(
+          qid=q.qid, facts=len(edges),
+          answer_named=any(t.subject in gold or t.object in gold for t in edges),
+          direct_fact=any((t.subject == topic and t.object in gold)
+                          or (t.object == topic and t.subject in gold) for t in edges),
+          path_recall=100.0 * len(path & held) / len(path) if path else 0.0))
+    log(f"  coverage: {len(out)}/{len(questions)} questions, {time.time() - start:.0f}s")
+  return out
+
+
+def coverage_summary(records: list[dict]) -> dict:
+  """Shares (percent) of questions whose subgraph names a gold answer / holds a topic-answer
+  fact / holds the whole answer path, mean path recall and the median subgraph size."""
+  share = lambda k: 100.0 * float(np.mean([bool(r[k]) for r in records]))  # noqa: E731
+  return dict(questions=len(records), answer_named=share("answer_named"),
+              direct_fact=share("direct_fact"),
+              whole_path=100.0 * float(np.mean([r["path_recall"] == 100.0 for r in records])),
+              path_recall=float(np.mean([r["path_recall"] for r in records])),
+              median_facts=float(np.median([r["facts"] for r in records])))
+
+
+def coverage_split(rows: dict[str, list[dict]], names: list[str], coverage: list[dict]
+                   ) -> list[str]:
+  """Markdown lines: the subgraph's coverage (`coverage_summary` of `evidence_coverage`'s
+  records for these questions) and the rows' Hits@1 (mean over seeds) where the retrieved
+  subgraph names a gold answer and where it does not, where it holds a topic-answer fact and
+  where it does not: a row's misses where the answer was retrieved are the reader's, the others
+  retrieval's."""
+  qids = {x["qid"] for run in rows[names[0]] for x in run["records"]}
+  by_qid = {r["qid"]: r for r in coverage}
+  missing = sorted(qids - set(by_qid))
+  if missing:
+    raise ValueError(f"{COVERAGE_FILE}: no record for {len(missing)} questions of the rows "
+                     f"(first: {missing[0]!r}); run --coverage on the same questions")
+  records = [by_qid[q] for q in sorted(qids)]
+  c = coverage_summary(records)
+  named = {r["qid"] for r in records if r["answer_named"]}
+  direct = {r["qid"] for r in records if r["direct_fact"]}
+  return [
+      "", "## What the retrieved subgraph holds (`evidence_coverage`, no heads)", "",
+      f"Of {c['questions']} questions, the subgraph GraphLoom reads (median "
+      f"{c['median_facts']:.0f} facts) names a gold answer for {c['answer_named']:.1f}%, "
+      f"holds a fact linking the topic entity to a gold answer for {c['direct_fact']:.1f}% "
+      f"and the whole answer path for "
+      f"{c['whole_path']:.1f}% (mean path recall {c['path_recall']:.1f}%).",
+      *_hits_table(rows, names, (("named in the subgraph", named),
+                                 ("not in the subgraph", qids - named),
+                                 ("topic-answer fact retrieved", direct),
+                                 ("no topic-answer fact", qids - direct)),
+                   "Hits@1 by what the retrieved subgraph holds (mean over seeds)")]
+
+
 def prefix_names_gold(config, ds, questions) -> tuple[set, list[int]]:
   """The qids of `questions` whose fusion prefix object names (`fusion.objects = "graph"`: the
   first `fusion.max_objects` object names of the question's instance graph, as
@@ -338,7 +418,8 @@ def prefix_split(rows: dict[str, list[dict]], names: list[str], named: set) -> l
                      "elsewhere (mean over seeds)")
 
 
-def breakdown(rows: dict[str, list[dict]], ds, config=None) -> list[str]:
+def breakdown(rows: dict[str, list[dict]], ds, config=None, coverage=None
+              ) -> list[str]:
   """Markdown lines: Hits@1 per (hop count, final relation) of the rows in BREAKDOWN_ROWS that
   ran (mean over their seeds), largest groups first, each row's most repeated answers, and
   Hits@1 split by whether a gold answer is a train answer (`seen_split`, the train split of
@@ -346,7 +427,8 @@ def breakdown(rows: dict[str, list[dict]], ds, config=None) -> list[str]:
   split, with the zero-shot rows), by whether the answer is the topic entity (`topic_split`),
   by whether one KB fact answers (`one_hop_split`, when the `one_hop` row ran) and, given the
   rows' `config` (`fusion.objects = "graph"`), by whether the prefix names it
-  (`prefix_split`)."""
+  (`prefix_split`), and given `evidence_coverage`'s records (`coverage`), by what the
+  retrieved subgraph holds (`coverage_split`)."""
   by_qid = {q.qid: q for q in ds.questions}
   names = [n for n in BREAKDOWN_ROWS if n in rows]
   if not names:
@@ -386,13 +468,16 @@ def breakdown(rows: dict[str, list[dict]], ds, config=None) -> list[str]:
     qids = sorted({x["qid"] for run in rows[names[0]] for x in run["records"]})
     named, _ = prefix_names_gold(config, ds, [by_qid[q] for q in qids])
     out += prefix_split(rows, names, named)
+  if coverage is not None:
+    out += coverage_split(rows, names, coverage)
   return out
 
 
 def write_report(folder: pathlib.Path, ds=None, config=None) -> str:
   """report.md of the rows under `folder`; with `ds` (the rows' dataset) also the breakdown by
   hop count and final relation (`breakdown`; `config`, the rows' configuration, adds the split
-  by the prefix's object names)."""
+  by the prefix's object names; `folder`/COVERAGE_FILE, when `evidence_coverage` wrote it, the
+  split by what the retrieved subgraph holds)."""
   rows = {}
   for p in sorted(folder.glob("seed*/*.json")):
     r = json.loads(p.read_text())
@@ -418,7 +503,9 @@ def write_report(folder: pathlib.Path, ds=None, config=None) -> str:
                  f"{cell('recall5')} | {np.mean([x['seconds_per_question'] for x in m]):.2f} | "
                  f"{delta(name, 'graphloom')} | {delta(name, 'lexicon')} |")
   if ds is not None:
-    lines += breakdown(rows, ds, config)
+    cover = folder / COVERAGE_FILE
+    coverage = json.loads(cover.read_text())["records"] if cover.exists() else None
+    lines += breakdown(rows, ds, config, coverage)
   text = "\n".join(lines) + "\n"
   atomic.atomic_write_text(folder / "report.md", text)
   return text
