@@ -63,6 +63,24 @@ def test_system_rows(system, row, monkeypatch):
           system.fmt, row, q.question, [], system.prompt_style))
     else:
       assert r["prompt_tokens"] > 0
+  # the slots each memory answer cites, best gate first, each marked where it names a gold answer
+  cites = row in ("graphloom", "shuffled", "none", "blind", "oracle")
+  assert all(("cited" in r) == cites for r in records)
+  if cites:
+    again = answer_batch([q.question for q in qs[:2]],
+                         [system.instance_graph(ds.instance_triples(q)) for q in qs[:2]],
+                         mode="graphloom")
+    if row == "graphloom":  # the same answers, so the same citations
+      assert [[c["triple"] for c in r["cited"]] for r in records[:2]] == \
+          [[list(c.triple.key()) for c in a.evidence[:pathqa_rows.CITED]] for a in again]
+    for r, q in zip(records, qs):
+      gates = [c["gate"] for c in r["cited"]]
+      assert gates == sorted(gates, reverse=True) and len(gates) <= pathqa_rows.CITED
+      for c in r["cited"]:
+        gold = {canonical.Canonicalizer(singularize=False)(x) for x in q.answers}
+        assert c["names_gold"] == bool({c["triple"][0], c["triple"][2]} & gold)
+      if row in ("none", "blind"):
+        assert r["cited"] == []
   evidence = [e for _, ev, _ in seen for e in (ev or [None] * len(_))]
   modes = {m for _, _, m in seen}
   assert modes == {"graphloom" if row in ("shuffled", "none", "blind", "oracle") else row}
@@ -461,3 +479,30 @@ def test_report_splits_on_what_the_subgraph_holds(tmp_path):
   (folder / pathqa_rows.COVERAGE_FILE).write_text(json.dumps(dict(records=cov[:3])))
   with pytest.raises(ValueError, match="evidence_coverage.json.*'q3'"):
     pathqa_rows.write_report(folder, ds)
+
+
+def test_report_says_what_the_router_cites(tmp_path):
+  from types import SimpleNamespace
+  from graphloom_jax.data import pathqa
+  qs = [_one_hop(i, [f"a{i}"], "test") for i in range(3)]
+  # q3's answer is its topic entity: left out of the table
+  qs.append(pathqa.Question(qid="q3", question="", raw_question="", answers=("e3",),
+                            answer_ids=("e3",), paths=(("e3", "r", "e3"),), split="test",
+                            line_split="test", line=3))
+  ds = SimpleNamespace(name="X", questions=qs, split=lambda split, protocol: [])
+  folder = _write_rows(tmp_path / "X", qs, {("graphloom", 0): [100, 0, 0, 100],
+                                            ("graphloom", 1): [100, 100, 0, 0]})
+  assert "What the router cites" not in pathqa_rows.write_report(folder, ds)
+  c = lambda gold: dict(triple=["s", "r", "o"], gate=0.5, names_gold=gold)  # noqa: E731
+  cited = {0: [[c(True)], [c(False), c(True)], [], [c(True)]],
+           1: [[c(True), c(False)], [c(True)], [c(False)], [c(True)]]}
+  for seed, per in cited.items():
+    path = folder / f"seed{seed}" / "graphloom.json"
+    r = json.loads(path.read_text())
+    for x, got in zip(r["records"], per):
+      x["cited"] = got
+    path.write_text(json.dumps(r))
+  lines = pathqa_rows.write_report(folder, ds).splitlines()
+  # q0-q2 over both seeds: top slot names gold in 3 of 6 (q0 twice, q1 seed 1), one of the top
+  # in 4 of 6; Hits@1 there (100, 100, 100), elsewhere (0, 0, 0)
+  assert "| graphloom | 2 | 3 | 50.0 | 66.7 | 100.0 | 0.0 |" in lines

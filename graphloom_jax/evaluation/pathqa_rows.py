@@ -42,6 +42,10 @@ COMPONENT_ROWS = {name: (mode, overrides) for name, mode, overrides
                   in scenekb_rows.GROUPS["components"] + scenekb_rows.GROUPS["features"]}
 # Rows that read no trained parameters: one run stands for every seed.
 SEEDLESS = frozenset(READER_ROWS) | {"flat_rag", "no_retrieval"}
+# Modes whose answers cite the slots the router chose (`Answer.evidence`), and how many of them a
+# record keeps (best gate first).
+CITING_MODES = ("graphloom", "routed_text")
+CITED = 5
 
 
 def readers():
@@ -105,6 +109,7 @@ def system_row(system: GraphLoom, ds, questions, row: str, batch: int, log=loggi
     return graphs[key]
 
   partner = shuffled_partners(questions) if row == "shuffled" else {}
+  cites = mode in CITING_MODES
   records, start = [], time.time()
   for s in range(0, len(questions), batch):
     qs = questions[s:s + batch]
@@ -129,10 +134,16 @@ def system_row(system: GraphLoom, ds, questions, row: str, batch: int, log=loggi
       gold = {canon.triple(t).key() for t in ds.gold_triples(q)}
       online = sum(v for k, v in a.timings.items() if k != "instance_graph")
       reads = mode not in ("no_retrieval", "no_retrieval_tuned")
+      extra = {}
+      if cites:
+        names = {canon(x) for x in q.answers}
+        extra["cited"] = [dict(triple=list(c.triple.key()), gate=c.gate,
+                               names_gold=c.triple.subject in names or c.triple.object in names)
+                          for c in a.evidence[:CITED]]
       records.append(_record(q, a.text, online, a.retrieved if reads else None, gold,
                              prompt_tokens=a.prompt_tokens,
                              decoding_seconds=a.timings.get("decoding"),
-                             retrieval_seconds=a.timings.get("retrieval")))
+                             retrieval_seconds=a.timings.get("retrieval"), **extra))
     log(f"  {row}: {len(records)}/{len(questions)} questions, {time.time() - start:.0f}s")
   return records
 
@@ -368,6 +379,36 @@ def one_hop_split(rows: dict[str, list[dict]], names: list[str]) -> list[str]:
                        "that need the path")
 
 
+def routing_table(rows: dict[str, list[dict]], by_qid: dict) -> list[str]:
+  """Markdown lines: for each row whose records keep the slots its answers cite (`cited`, the
+  CITING_MODES rows run since 2026-12-07), on the questions whose answer is not the topic entity
+  (where every fact of the neighbourhood names it): how often the slot with the largest gate, and
+  any of the CITED best, names a gold answer, and Hits@1 where the largest-gate slot does and
+  where it does not (mean over seeds); nothing when no row kept them."""
+  names = [n for n, runs in rows.items()
+           if all("cited" in x for run in runs for x in run["records"])]
+  if not names:
+    return []
+  out = ["", "## What the router cites (slots at the answer steps, largest gate first; questions "
+         "whose answer is another entity than the topic; mean over seeds)", "",
+         "| row | seeds | questions | top slot names a gold answer | one of the top "
+         f"{CITED} does | Hits@1 where the top slot names it | Hits@1 elsewhere |",
+         "|---|---|---|---|---|---|---|"]
+  for n in names:
+    recs = [x for run in rows[n] for x in run["records"]
+            if not answer_is_topic(by_qid[x["qid"]])]
+    if not recs:
+      continue
+    top = [bool(x["cited"]) and x["cited"][0]["names_gold"] for x in recs]
+    anywhere = [any(c["names_gold"] for c in x["cited"]) for x in recs]
+    hit = lambda keep: [x["hits"] for x, t in zip(recs, top) if t == keep]  # noqa: E731
+    cell = lambda v: f"{np.mean(v):.1f}" if v else "-"  # noqa: E731
+    out.append(f"| {n} | {len(rows[n])} | {len(recs) // len(rows[n])} | "
+               f"{100.0 * np.mean(top):.1f} | {100.0 * np.mean(anywhere):.1f} | "
+               f"{cell(hit(True))} | {cell(hit(False))} |")
+  return out
+
+
 def train_answers(ds, protocol: str) -> frozenset:
   """The normalised gold answers (`answers.normalize_answer`) of the train split."""
   return frozenset(answers.normalize_answer(a) for q in ds.split("train", protocol)
@@ -425,7 +466,8 @@ def breakdown(rows: dict[str, list[dict]], ds, config=None, coverage=None
   Hits@1 split by whether a gold answer is a train answer (`seen_split`, the train split of
   the rows' protocol), how often the answer names a gold one (`contains_split`, the same
   split, with the zero-shot rows), by whether the answer is the topic entity (`topic_split`),
-  by whether one KB fact answers (`one_hop_split`, when the `one_hop` row ran) and, given the
+  by whether one KB fact answers (`one_hop_split`, when the `one_hop` row ran), what the router
+  cites (`routing_table`, rows that kept their cited slots) and, given the
   rows' `config` (`fusion.objects = "graph"`), by whether the prefix names it
   (`prefix_split`), and given `evidence_coverage`'s records (`coverage`), by what the
   retrieved subgraph holds (`coverage_split`)."""
@@ -464,6 +506,7 @@ def breakdown(rows: dict[str, list[dict]], ds, config=None, coverage=None
   out += contains_split(rows, by_qid, names + [n for n in ZERO_SHOT_ROWS if n in rows], seen)
   out += topic_split(rows, by_qid, names)
   out += one_hop_split(rows, names)
+  out += routing_table(rows, by_qid)
   if config is not None and config.fusion.objects == "graph":
     qids = sorted({x["qid"] for run in rows[names[0]] for x in run["records"]})
     named, _ = prefix_names_gold(config, ds, [by_qid[q] for q in qids])
