@@ -88,6 +88,23 @@ def shuffled_partners(questions, seed: int = 0) -> dict:
   return {t: first[topics[p]] for t, p in zip(topics, perm)}
 
 
+def instance_graphs(system: GraphLoom, ds, pool=None):
+  """A function question -> its instance graph (`GraphLoom.instance_graph` of
+  `ds.instance_triples`), built once per (topic entity, hop count, carried facts), the key the
+  graph depends on; with `pool` (a `TriplePool`) the graph retrieves from the pool instead
+  (`pipeline.instance.with_pool`)."""
+  graphs = {}
+
+  def graph(q):
+    key = (q.topic, q.hops, q.facts)
+    if key not in graphs:
+      graphs[key] = system.instance_graph(ds.instance_triples(q), instance_id=q.qid)
+      if pool is not None:
+        graphs[key] = instance.with_pool(graphs[key], pool)
+    return graphs[key]
+  return graph
+
+
 def system_row(system: GraphLoom, ds, questions, row: str, batch: int, log=logging.info,
                pool=None) -> list[dict]:
   """Every question through answer_batch in the mode `row` names, or under the evidence
@@ -98,15 +115,7 @@ def system_row(system: GraphLoom, ds, questions, row: str, batch: int, log=loggi
   None."""
   canon = canonical.Canonicalizer(singularize=system.config.graph.singularize)
   mode = "graphloom" if row in CONTROL_ROWS else row
-  graphs, cache = {}, {}
-
-  def graph(q):
-    key = (q.topic, q.hops, q.facts)
-    if key not in graphs:
-      graphs[key] = system.instance_graph(ds.instance_triples(q), instance_id=q.qid)
-      if pool is not None:
-        graphs[key] = instance.with_pool(graphs[key], pool)
-    return graphs[key]
+  graph, cache = instance_graphs(system, ds, pool), {}
 
   partner = shuffled_partners(questions) if row == "shuffled" else {}
   cites = mode in CITING_MODES
@@ -179,11 +188,10 @@ def evidence_coverage(system: GraphLoom, ds, questions, batch: int = 8, log=logg
   - `path_recall`: the share of the answer path's triples retrieved, at any rank, in percent.
   """
   canon = canonical.Canonicalizer(singularize=system.config.graph.singularize)
-  out, start = [], time.time()
+  graph, out, start = instance_graphs(system, ds), [], time.time()
   for s in range(0, len(questions), batch):
     qs = questions[s:s + batch]
-    graphs = [system.instance_graph(ds.instance_triples(q), instance_id=q.qid) for q in qs]
-    for q, item in zip(qs, system.prepare([q.question for q in qs], graphs)):
+    for q, item in zip(qs, system.prepare([q.question for q in qs], [graph(q) for q in qs])):
       edges = item.subgraph.edges
       topic = canon(readable(q.topic))
       gold = {canon(a) for a in q.answers}
@@ -459,8 +467,7 @@ def prefix_split(rows: dict[str, list[dict]], names: list[str], named: set) -> l
                      "elsewhere (mean over seeds)")
 
 
-def breakdown(rows: dict[str, list[dict]], ds, config=None, coverage=None
-              ) -> list[str]:
+def breakdown(rows: dict[str, list[dict]], ds, config=None, coverage=None) -> list[str]:
   """Markdown lines: Hits@1 per (hop count, final relation) of the rows in BREAKDOWN_ROWS that
   ran (mean over their seeds), largest groups first, each row's most repeated answers, and
   Hits@1 split by whether a gold answer is a train answer (`seen_split`, the train split of
