@@ -13,6 +13,7 @@ import jax  # noqa: E402
 
 jax.config.update("jax_default_matmul_precision", "highest")
 
+import gc  # noqa: E402
 import random  # noqa: E402
 import zlib  # noqa: E402
 
@@ -45,3 +46,15 @@ def rng(request):
   seed = _test_seed(request)
   print(f"rng seed {seed} (GRAPHLOOM_TEST_SEED={_SEED})")  # shown with a failure's output
   return np.random.default_rng(seed)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_executables():
+  """Drops JAX's compiled executables after each test module. A pytest-xdist worker lives for
+  the whole suite and every executable XLA's CPU backend loads keeps about 18 memory mappings,
+  so a worker that kept them all would pass Linux's default vm.max_map_count (65,530) after a
+  few thousand compilations, and the next one would crash the worker inside XLA's compiler
+  (a segmentation fault, not a test failure)."""
+  yield
+  jax.clear_caches()
+  gc.collect()
