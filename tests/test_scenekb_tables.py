@@ -1,5 +1,5 @@
-"""evaluation.scenekb_rows (the SceneKB tables' rows) on a small drawn SceneKB v2 with the tiny config: rows, their
-metrics against hand-computed values from the records, and the report."""
+"""evaluation.scenekb_rows (the SceneKB tables' rows) on a small drawn SceneKB v2 with the tiny
+config: rows, their metrics against hand-computed values from the records, and the report."""
 
 import json
 
@@ -244,6 +244,59 @@ def test_paired_difference_counts_the_same_choices():
   assert p["same_choice"] == 100.0 * 6 / 8  # seed 0: 2 of 4 (a wrong choice kept counts too)
   assert p["delta"] == -12.5  # seed 0: -25, seed 1: 0
   assert "same_choice" not in scenekb_report.paired_difference(rows, "shuffled", "em")
+
+
+def test_paired_difference_apart_averages_each_side_over_its_own_seeds():
+  """match_seeds=False (a baseline trained apart from the heads): each question's difference is
+  the row's mean over its 2 seeds minus the heads' mean over their 3, the interval the bootstrap
+  of those differences, same_choice over all 6 (row run, heads run) couples and a claim rate
+  pooled over each side's own runs; with equal seeds it is the seed-matched estimate. The
+  report's `tuned` group uses it."""
+  from graphloom_jax.evaluation import intervals
+  rng = np.random.default_rng(11)
+  n = 150
+  gold = rng.integers(0, 4, n)
+  choices = {("graphloom", s): rng.integers(0, 4, n) for s in range(3)}
+  choices.update({("flat_rag_tuned", s): np.where(rng.random(n) < 0.5, gold, 3) for s in range(2)})
+  claims = {k: rng.integers(1, 4, n) for k in choices}
+  unsup = {k: rng.binomial(c, 0.3 if k[0] == "graphloom" else 0.6) for k, c in claims.items()}
+  rows = []
+  for (name, s), c in choices.items():
+    rows.append({"name": name, "seed": s, "metrics": {}, "records": [
+        {"qid": f"q{i}", "choice": int(c[i]), "answer_index": int(gold[i]),
+         "em": 100.0 * (c[i] == gold[i]), "text_claims": int(claims[name, s][i]),
+         "text_unsupported": int(unsup[name, s][i])} for i in range(n)]})
+  got = scenekb_report.paired_difference(rows, "flat_rag_tuned", "mc_accuracy",
+                                         match_seeds=False)
+  mean = lambda name, k: np.mean([100.0 * (choices[name, s] == gold) for s in range(k)], axis=0)
+  d = mean("flat_rag_tuned", 2) - mean("graphloom", 3)
+  assert got["seeds_each"] == [2, 3] and got["seeds"] == 2 and got["questions"] == n
+  np.testing.assert_allclose(got["delta"], d.mean(), rtol=1e-12)
+  lo, hi = intervals.bootstrap_interval(d, 10_000, 0)
+  assert (got["lo"], got["hi"]) == pytest.approx((lo, hi))
+  same = np.mean([choices["flat_rag_tuned", a] == choices["graphloom", b]
+                  for a in range(2) for b in range(3)])
+  assert got["same_choice"] == pytest.approx(100.0 * same)
+  # seed-matched pairing leaves heads seed 2 out: a different estimate
+  matched = scenekb_report.paired_difference(rows, "flat_rag_tuned", "mc_accuracy")
+  assert matched["seeds"] == 2 and matched["delta"] != pytest.approx(got["delta"])
+  rate = lambda name, k: 100.0 * (sum(unsup[name, s].sum() for s in range(k))
+                                  / sum(claims[name, s].sum() for s in range(k)))
+  h = scenekb_report.paired_difference(rows, "flat_rag_tuned", "text_h_rate", match_seeds=False)
+  assert h["delta"] == pytest.approx(rate("flat_rag_tuned", 2) - rate("graphloom", 3))
+  assert h["seeds_each"] == [2, 3] and h["lo"] < h["delta"] < h["hi"]
+  # with the same seeds on both sides the two pairings agree
+  equal = [r for r in rows if r["seed"] < 2]
+  for metric in ("mc_accuracy", "em", "text_h_rate"):
+    a = scenekb_report.paired_difference(equal, "flat_rag_tuned", metric)
+    b = scenekb_report.paired_difference(equal, "flat_rag_tuned", metric, match_seeds=False)
+    assert (b["delta"], b["lo"], b["hi"]) == pytest.approx((a["delta"], a["lo"], a["hi"]))
+  assert scenekb_report.paired_difference(rows, "no_retrieval_tuned", "em",
+                                          match_seeds=False) is None
+  # the report's tuned group pairs this way
+  md, summary = scenekb_report._group_tables(rows, {"tuned": [("flat_rag_tuned",)]})
+  assert summary["flat_rag_tuned"]["paired"]["mc_accuracy"]["seeds_each"] == [2, 3]
+  assert any("over all seeds of each side" in line for line in md)
 
 
 def test_finished_row_must_match_the_seeds_heads(tmp_path):

@@ -4,6 +4,7 @@ learning curves). `python -m benchmarks.scenekb_tables --report` writes it."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import pathlib
 import statistics
@@ -63,15 +64,15 @@ RATIOS = {"h_rate": ("unsupported_claims", "claims"),
 PAIRED = ("mc_accuracy", "em", "text_h_rate")  # the paired differences the tables print
 
 
-def _ratio_difference(pairs, common, metric, resamples, seed) -> dict | None:
+def _ratio_difference(sides, common, metric, resamples, seed) -> dict | None:
   """A claim rate of the row minus the reference's, each pooled over the paired questions and
-  seeds (sum of the numerators / sum of the denominators, in %), with a 95% percentile bootstrap
-  interval over questions (the same resampling as `paired_difference`)."""
+  its side's runs (sum of the numerators / sum of the denominators, in %), with a 95% percentile
+  bootstrap interval over questions (the same resampling as `paired_difference`)."""
   num, den = RATIOS[metric]
   order = sorted(common)
   counts = np.zeros((2, 2, len(order)))  # side (row, reference), numerator / denominator, q
-  for row, ref in pairs:
-    for side, r in enumerate((row, ref)):
+  for side, runs in enumerate(sides):
+    for r in runs:
       got = {x["qid"]: x for x in r["records"]}
       if any(num not in got[q] for q in order):
         return None  # rows written before the field existed
@@ -85,12 +86,13 @@ def _ratio_difference(pairs, common, metric, resamples, seed) -> dict | None:
   idx = np.random.default_rng(seed).integers(0, len(order), size=(resamples, len(order)))
   boot = rate(counts[0][:, idx].transpose(1, 0, 2)) - rate(counts[1][:, idx].transpose(1, 0, 2))
   lo, hi = np.percentile(boot, [2.5, 97.5])
-  return dict(delta=float(est), lo=float(lo), hi=float(hi), seeds=len(pairs),
-              questions=len(order))
+  return dict(delta=float(est), lo=float(lo), hi=float(hi),
+              seeds=min(len(sides[0]), len(sides[1])), questions=len(order))
 
 
 def paired_difference(rows: list[dict], name: str, metric: str, reference: str = "graphloom",
-                      resamples: int = 10_000, seed: int = 0) -> dict | None:
+                      resamples: int = 10_000, seed: int = 0,
+                      match_seeds: bool = True) -> dict | None:
   """Row minus reference on the same questions, in points, with a 95% percentile bootstrap
   interval over questions.
 
@@ -107,29 +109,47 @@ def paired_difference(rows: list[dict], name: str, metric: str, reference: str =
   the estimate is the difference of the two rates pooled over the paired questions and seeds,
   and the interval resamples the questions the same way (`_ratio_difference`); None for rows
   that lack the rate's fields.
+
+  match_seeds=False is for a row trained apart from the reference (a tuned text baseline, whose
+  seed s shares nothing with the heads' seed s): every run of each side counts, d_q =
+  mean_s x_{q,s}(row) - mean_t x_{q,t}(reference) over each side's own seeds, and same_choice
+  is over every (row run, reference run) couple. With the same seeds on both sides it is the
+  seed-matched estimate. `seeds` is the smaller side's count, `seeds_each` both.
   """
-  by_seed = {}
-  for r in rows:
-    if r["name"] in (name, reference):
-      by_seed.setdefault(r["seed"], {})[r["name"]] = r
-  pairs = [(v[name], v[reference]) for _, v in sorted(by_seed.items()) if len(v) == 2]
-  if not pairs:
+  if match_seeds:
+    by_seed = {}
+    for r in rows:
+      if r["name"] in (name, reference):
+        by_seed.setdefault(r["seed"], {})[r["name"]] = r
+    pairs = [(v[name], v[reference]) for _, v in sorted(by_seed.items()) if len(v) == 2]
+    sides = ([a for a, _ in pairs], [b for _, b in pairs])
+  else:
+    sides = tuple(sorted((r for r in rows if r["name"] == n), key=lambda r: r["seed"])
+                  for n in (name, reference))
+    pairs = list(itertools.product(*sides))
+  if not sides[0] or not sides[1]:
     return None
-  common = set.intersection(*({x["qid"] for x in r["records"]} for pair in pairs for r in pair))
+  common = set.intersection(*({x["qid"] for x in r["records"]} for side in sides for r in side))
   if not common:
     return None
   if metric in RATIOS:
-    return _ratio_difference(pairs, common, metric, resamples, seed)
-  diffs, same = [], []
-  for row, ref in pairs:
-    got = {x["qid"]: x for x in row["records"]}
-    diffs.append([_correct(got[x["qid"]], metric) - _correct(x, metric)
-                  for x in ref["records"] if x["qid"] in common])
-    same += [got[x["qid"]]["choice"] == x["choice"] for x in ref["records"] if x["qid"] in common]
-  d = np.mean(np.asarray(diffs, np.float64), axis=0)
+    got = _ratio_difference(sides, common, metric, resamples, seed)
+    return None if got is None else dict(got, seeds_each=[len(sides[0]), len(sides[1])])
+  order = [x["qid"] for x in sides[1][0]["records"] if x["qid"] in common]
+  x = [np.array([[_correct(got[q], metric) for q in order]
+                 for got in ({x["qid"]: x for x in r["records"]} for r in side)], np.float64)
+       for side in sides]
+  # seed-matched: the mean of the per-seed differences (the same number, summed in that order)
+  d = np.mean(x[0] - x[1], axis=0) if match_seeds else x[0].mean(0) - x[1].mean(0)
   lo, hi = intervals.bootstrap_interval(d, resamples, seed)
-  out = dict(delta=float(d.mean()), lo=lo, hi=hi, seeds=len(pairs), questions=len(d))
+  out = dict(delta=float(d.mean()), lo=lo, hi=hi, seeds=min(len(sides[0]), len(sides[1])),
+             seeds_each=[len(sides[0]), len(sides[1])], questions=len(d))
   if metric == "mc_accuracy":
+    same = []
+    for row, ref in pairs:
+      got = {x["qid"]: x for x in row["records"]}
+      same += [got[x["qid"]]["choice"] == x["choice"] for x in ref["records"]
+               if x["qid"] in common]
     out["same_choice"] = 100.0 * float(np.mean(same))
   return out
 
@@ -343,6 +363,11 @@ def _prompt_selection(out: pathlib.Path) -> list[str]:
                "and F1).", ""]
 
 
+# Row groups trained apart from the heads (their seed s shares nothing with the heads' seed s):
+# their paired differences average each side over all of its own seeds.
+APART = ("tuned",)
+
+
 def _group_tables(rows, groups: dict) -> tuple[list[str], dict]:
   """Each row group's table (with paired differences outside `main`) and the aggregates."""
   md, summary = [], {}
@@ -354,14 +379,17 @@ def _group_tables(rows, groups: dict) -> tuple[list[str], dict]:
     if group != "main":
       for n, a in aggs.items():
         if n != "graphloom":
-          a["paired"] = {m: paired_difference(rows, n, m) for m in PAIRED}
+          a["paired"] = {m: paired_difference(rows, n, m, match_seeds=group not in APART)
+                         for m in PAIRED}
     summary.update(aggs)
     lines = _table(aggs, paired=group != "main")
     if len(lines) > 2 + (group != "main"):
       md += [f"### {group}", ""] + lines + [""]
       if group != "main":
         md += ["Δ: the row minus graphloom on the same questions and seeds, in points, with a "
-               "95% bootstrap interval over questions (`scenekb_report.paired_difference`).",
+               "95% bootstrap interval over questions (`scenekb_report.paired_difference`)."
+               + (" The rows here are trained apart from the heads: each question is averaged "
+                  "over all seeds of each side (`match_seeds=False`)." if group in APART else ""),
                ""]
       if group == "main" and any(a["seeds"] > 1 for a in aggs.values()):
         md += ["Rows with several seeds: mean ± sample standard deviation over the training "
