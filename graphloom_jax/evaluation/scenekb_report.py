@@ -136,11 +136,11 @@ def paired_difference(rows: list[dict], name: str, metric: str, reference: str =
     got = _ratio_difference(sides, common, metric, resamples, seed)
     return None if got is None else dict(got, seeds_each=[len(sides[0]), len(sides[1])])
   order = [x["qid"] for x in sides[1][0]["records"] if x["qid"] in common]
-  x = [np.array([[_correct(got[q], metric) for q in order]
-                 for got in ({x["qid"]: x for x in r["records"]} for r in side)], np.float64)
-       for side in sides]
+  vals = [np.array([[_correct(got[q], metric) for q in order]
+                    for got in ({y["qid"]: y for y in r["records"]} for r in side)], np.float64)
+          for side in sides]  # [runs, questions] per side
   # seed-matched: the mean of the per-seed differences (the same number, summed in that order)
-  d = np.mean(x[0] - x[1], axis=0) if match_seeds else x[0].mean(0) - x[1].mean(0)
+  d = np.mean(vals[0] - vals[1], axis=0) if match_seeds else vals[0].mean(0) - vals[1].mean(0)
   lo, hi = intervals.bootstrap_interval(d, resamples, seed)
   out = dict(delta=float(d.mean()), lo=lo, hi=hi, seeds=min(len(sides[0]), len(sides[1])),
              seeds_each=[len(sides[0]), len(sides[1])], questions=len(d))
