@@ -72,7 +72,7 @@ def _define_flags():
   _WORKDIRS = flags.DEFINE_list("workdirs", [], "training workdirs for the learning curves")
   _SEEDS = flags.DEFINE_list("seeds", [], "run only these seeds (indices into --heads), e.g. to "
                              "run two seeds of a row in parallel; default: every --heads folder")
-  global _ADAPTERS, _COMPARE, _AGAINST
+  global _ADAPTERS, _COMPARE, _AGAINST, _APART
   _ADAPTERS = flags.DEFINE_list("adapters", [], "mode=folder pairs of trained text baselines "
                                 "(launch.train --config.train.target=MODE), one per training "
                                 "seed in seed order, e.g. flat_rag_tuned=runs/v3/frt0/heads")
@@ -81,11 +81,14 @@ def _define_flags():
                                "differences and exits")
   _AGAINST = flags.DEFINE_list("against", [], "with --compare: the reference's row files, "
                                "paired by seed")
+  _APART = flags.DEFINE_bool("apart", False, "with --compare: the two sides were trained apart "
+                             "(seed s of one shares nothing with seed s of the other): average "
+                             "each question over each side's own seeds instead of pairing seeds")
 
 
-def _print_comparison(row_files, reference_files):
+def _print_comparison(row_files, reference_files, match_seeds=True):
   try:
-    result = scenekb_report.compare_files(row_files, reference_files)
+    result = scenekb_report.compare_files(row_files, reference_files, match_seeds=match_seeds)
   except ValueError as e:
     raise app.UsageError(str(e)) from None
   for metric, label in (("mc_accuracy", "MC"), ("em", "EM"), ("text_h_rate", "H-Rate, text")):
@@ -94,14 +97,16 @@ def _print_comparison(row_files, reference_files):
       print(f"{label}: no questions answered by both sides (or rows without the rate)")
       continue
     extra = f", same option {p['same_choice']:.0f}%" if "same_choice" in p else ""
+    seeds = (f"{p['seeds']} seed(s)" if match_seeds
+             else f"{p['seeds_each'][0]} against {p['seeds_each'][1]} seed(s)")
     print(f"{label}: {p['delta']:+.1f} [{p['lo']:+.1f}, {p['hi']:+.1f}] over {p['questions']} "
-          f"questions, {p['seeds']} seed(s){extra}")
+          f"questions, {seeds}{extra}")
 
 
 def main(argv):
   del argv
   if _COMPARE.value or _AGAINST.value:
-    _print_comparison(_COMPARE.value, _AGAINST.value)
+    _print_comparison(_COMPARE.value, _AGAINST.value, match_seeds=not _APART.value)
     return
   base = _CONFIG.value
   root = pathlib.Path(_ROOT.value)

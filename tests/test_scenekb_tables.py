@@ -347,7 +347,8 @@ def test_tables_root_needs_a_benchmark_and_reads_the_embedded_gzipped_one(tmp_pa
 
 def test_compare_pairs_row_files_from_two_workdirs_by_seed(tmp_path):
   """--compare / --against: two sets of row files (any folders) paired by their seed, the same
-  numbers as paired_difference on the rows renamed; bad files are usage errors naming them."""
+  numbers as paired_difference on the rows renamed, or with --apart averaged over each side's
+  own seeds; bad files are usage errors naming them."""
   import pathlib
   import subprocess
   import sys
@@ -379,3 +380,18 @@ def test_compare_pairs_row_files_from_two_workdirs_by_seed(tmp_path):
   assert proc.returncode == 0, proc.stderr
   assert "MC: +30.0 [" in proc.stdout and "EM: +20.0 [" in proc.stdout
   assert "over 5 questions, 2 seed(s), same option" in proc.stdout
+  # trained apart: one seed (5) against the reference's two, each question averaged over each
+  # side's own seeds; by hand c - mean(b) = MC [0, 100, 100, 0, -100], EM [0, 100, 0, -100, 0]
+  c = tmp_path / "c" / "graphloom.json"
+  c.parent.mkdir()
+  c.write_text(json.dumps(_row("graphloom", 5, [1, 1, 1, 0, 0], [0, 1, 0, 0, 0])))
+  assert scenekb_report.compare_files([str(c)], files["b"])["mc_accuracy"] is None  # no seed 5
+  got = scenekb_report.compare_files([str(c)], files["b"], match_seeds=False)
+  assert got["mc_accuracy"]["delta"] == pytest.approx(20.0)
+  assert got["mc_accuracy"]["seeds_each"] == [1, 2]
+  assert got["em"]["delta"] == pytest.approx(0.0)
+  proc = subprocess.run([sys.executable, "-m", "benchmarks.scenekb_tables", f"--compare={c}",
+                         "--against=" + ",".join(files["b"]), "--apart"],
+                        cwd=repo, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr
+  assert "MC: +20.0 [" in proc.stdout and "1 against 2 seed(s)" in proc.stdout

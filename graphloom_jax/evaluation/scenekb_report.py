@@ -154,10 +154,12 @@ def paired_difference(rows: list[dict], name: str, metric: str, reference: str =
   return out
 
 
-def compare_files(row_files, reference_files) -> dict[str, dict]:
+def compare_files(row_files, reference_files, match_seeds: bool = True) -> dict[str, dict]:
   """`paired_difference` of two sets of row files from any workdirs (for example two sets of
   heads answering the same questions): each file is one row JSON of `run_row` (one seed; the
-  files of a side are paired with the other side's by their "seed"). Returns
+  files of a side are paired with the other side's by their "seed", or, with
+  match_seeds=False, for systems trained apart, each question is averaged over each side's own
+  seeds, which may differ in number: `paired_difference`'s match_seeds). Returns
   {"mc_accuracy": ..., "em": ..., "text_h_rate": ...}, each None where nothing pairs. A file
   that is missing, not a row, or a seed given twice on one side is an error naming the file."""
   rows = []
@@ -179,7 +181,7 @@ def compare_files(row_files, reference_files) -> dict[str, dict]:
                          f"the {side} side")
       seen[r["seed"]] = path
       rows.append(dict(r, name=side))
-  return {m: paired_difference(rows, "row", m, reference="reference")
+  return {m: paired_difference(rows, "row", m, reference="reference", match_seeds=match_seeds)
           for m in PAIRED}
 
 
