@@ -22,6 +22,7 @@ from graphloom_jax.configs import smollm2
 from graphloom_jax.data import scenekb
 from graphloom_jax.evaluation import hallucination
 from graphloom_jax.evaluation import scenekb_rows as rows_lib
+from graphloom_jax.pipeline.types import NO_EVIDENCE_MODES
 
 _ROOT = flags.DEFINE_string("root", None, "benchmark folder (build_benchmark --out)",
                             required=True)
@@ -30,9 +31,6 @@ _NUM = flags.DEFINE_integer("num", 50, "answers to put on the sheet (the row's f
 _OUT = flags.DEFINE_string("out", None, "the markdown sheet to write", required=True)
 _EVIDENCE = flags.DEFINE_integer("show_evidence", 10, "evidence triples shown per answer (and, "
                                  "under each claim, every triple naming one of its entities)")
-
-NO_EVIDENCE = ("no_retrieval", "no_retrieval_tuned")
-
 
 def _claim_text(claim: hallucination.PaperClaim) -> str:
   alternatives = [" & ".join(f"({s}, {r}, {o})" for s, r, o in alt)
@@ -99,7 +97,7 @@ def main(argv):
                          f"({row['split']}), e.g. {missing[0]}: another benchmark's row")
   records = row["records"][:_NUM.value]
   evidence = {}
-  if row["mode"] in NO_EVIDENCE:
+  if row["mode"] in NO_EVIDENCE_MODES:
     evidence = {r["qid"]: [] for r in records}
   else:
     system = rows_lib.base_system(smollm2.get_config(), None, root)

@@ -27,7 +27,8 @@ Columns: MC accuracy (length-normalised option log-likelihood), EM / F1 (MMQA sc
 H-Rate as the paper defines it (evaluation/hallucination.assess: claims of the answer not
 supported by the evidence the mode was given / claims), falsity (claims false per the
 generator's ground truth / claims) and abstention, all independent of the pipeline's verifier
-(rows written before SceneKB v3 hold v2's H-Rate, the share of answers with a false claim), retrieval R@5 (gold supporting triples among the first five retrieved edges),
+(rows written before SceneKB v3 hold v2's H-Rate, the share of answers with a false claim), retrieval R@5 (gold supporting triples among the first five retrieved edges;
+none for the modes that read no evidence),
 seconds per question (the stage timings of a batch of --batch_size, divided per question:
 amortised, not single-question latency) and the share of answers the pipeline's verifier
 supports.

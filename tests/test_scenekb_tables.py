@@ -80,6 +80,29 @@ def test_rows_metrics_and_report(bench, tmp_path):
   assert (out / "test-6-ablations.png").exists() and (out / "test-6-sensitivity.png").exists()
 
 
+def test_no_evidence_rows_have_no_recall(bench):
+  """A no-retrieval answer reads no subgraph: its records and row carry no R@5 (the pipeline
+  retrieves for its verifier only), where GraphLoom's R@5 scores the subgraph it read."""
+  root, cfg, system = bench
+  kb = scenekb.load("test", root=root)
+  truth = hallucination.GroundTruth.load(root)
+  questions = scenekb.round_robin(kb.questions, 3)
+  r = scenekb_rows.run_row(system, kb, questions, "no_retrieval", truth, batch=3,
+                           log=lambda s: 0)
+  assert [x["recall5"] for x in r["records"]] == [None] * 3
+  assert r["metrics"]["recall5"] is None
+  g = scenekb_rows.run_row(system, kb, questions, "graphloom", truth, batch=3, log=lambda s: 0)
+  assert all(0.0 <= x["recall5"] <= 1.0 for x in g["records"])
+  assert g["metrics"]["recall5"] == pytest.approx(100 * np.mean([x["recall5"]
+                                                                 for x in g["records"]]))
+  # Rows written before no-evidence modes stopped scoring R@5 print none either.
+  old = [{"name": "no_retrieval", "mode": "no_retrieval", "metrics": {"recall5": 52.1}},
+         {"name": "graphloom", "mode": "graphloom", "metrics": {"recall5": 52.1}}]
+  assert "recall5" not in scenekb_report._agg(old, "no_retrieval")
+  assert scenekb_report._fmt(scenekb_report._agg(old, "no_retrieval"), "recall5") == "-"
+  assert scenekb_report._agg(old, "graphloom")["recall5"] == pytest.approx(52.1)
+
+
 def test_text_claims_leave_the_cited_triples_out():
   """A record's text_* counts are its claims of origin "answer" and "asserted"; the row's
   text_h_rate / text_falsity are their rates (hand-made claims)."""

@@ -24,6 +24,7 @@ from graphloom_jax.evaluation import answers, intervals, scenekb_rows
 from graphloom_jax.evaluation.retrieval_metrics import recall_at_k
 from graphloom_jax.graph import canonical, path_reader
 from graphloom_jax.pipeline import GraphLoom, controls, instance
+from graphloom_jax.pipeline.types import NO_EVIDENCE_MODES
 
 
 def recall_at(retrieved, gold_keys, k: int = 5) -> float:
@@ -142,7 +143,7 @@ def system_row(system: GraphLoom, ds, questions, row: str, batch: int, log=loggi
     for q, a in zip(qs, got):
       gold = {canon.triple(t).key() for t in ds.gold_triples(q)}
       online = sum(v for k, v in a.timings.items() if k != "instance_graph")
-      reads = mode not in ("no_retrieval", "no_retrieval_tuned")
+      reads = mode not in NO_EVIDENCE_MODES
       extra = {}
       if cites:
         names = {canon(x) for x in q.answers}

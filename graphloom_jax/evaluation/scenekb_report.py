@@ -13,6 +13,7 @@ import numpy as np
 from absl import logging
 
 from graphloom_jax.evaluation import intervals
+from graphloom_jax.pipeline.types import NO_EVIDENCE_MODES
 
 def _pyplot():
   """pyplot on the file-only Agg backend (the report writes PNGs, it shows nothing)."""
@@ -45,7 +46,10 @@ def _agg(rows: list[dict], name: str) -> dict | None:
     return None
   out = {"seeds": len(runs)}
   for key, _ in COLUMNS + (("supported", ""), ("cited_h_rate", "")):
-    vals = [r["metrics"][key] for r in runs if r["metrics"].get(key) is not None]
+    # A no-evidence mode has no R@5 (rows written before 2026-12-07 scored the subgraph that
+    # the pipeline retrieves for its verifier).
+    vals = [r["metrics"][key] for r in runs if r["metrics"].get(key) is not None
+            and not (key == "recall5" and r.get("mode") in NO_EVIDENCE_MODES)]
     if vals:
       out[key] = statistics.fmean(vals)
       out[key + "_std"] = statistics.stdev(vals) if len(vals) > 1 else 0.0

@@ -24,7 +24,7 @@ from graphloom_jax.evaluation import answers, calibration, hallucination
 from graphloom_jax.graph import canonical, lookup
 from graphloom_jax.models import heads as heads_lib
 from graphloom_jax.pipeline import GraphLoom, controls, decode, instance, prompts
-from graphloom_jax.pipeline.types import TUNED_MODES
+from graphloom_jax.pipeline.types import NO_EVIDENCE_MODES, TUNED_MODES
 from graphloom_jax.training import data
 
 
@@ -190,7 +190,7 @@ def run_row(system: GraphLoom, kb, questions, mode: str, truth, batch: int, log=
   n_cited = sum(len(r["cited"]) for r in records)
   metrics = dict(
       **_common_metrics(records, questions, _chose_gold),
-      recall5=100 * float(np.mean([r["recall5"] for r in records])),
+      recall5=_mean_recall(records),
       supported=100 * float(np.mean([r["supported"] for r in records])),
       revised=int(sum(r["revised"] for r in records)),
       cited_h_rate=(100 * sum(r["cited_unsupported"] for r in records) / n_cited
@@ -212,10 +212,19 @@ def _answer_record(verifier, q, a, mode: str) -> dict:
       answer_index=q.extra["answer_index"], hallucinated=verdict.hallucinated,
       **_paper_fields(paper),
       em=answers.mean_answer_metrics([a.text], [q.answer_texts])["em"],
-      recall5=recall_at(a.retrieved, q.extra["gold_triples"]), supported=a.supported,
+      recall5=(None if mode in NO_EVIDENCE_MODES
+               else recall_at(a.retrieved, q.extra["gold_triples"])),
+      supported=a.supported,
       revised=a.revised, seconds=_online(a),
       cited=[list(c.triple.key()) for c in a.evidence],
       cited_unsupported=(sum(not c.supported for c in cited.claims) if cited else 0))
+
+
+def _mean_recall(records: list[dict]) -> float | None:
+  """R@5 in points over the answers whose mode read retrieved evidence (None for the
+  no-evidence modes: the pipeline retrieves for their verifier, not for their decoder)."""
+  got = [r["recall5"] for r in records if r["recall5"] is not None]
+  return 100 * float(np.mean(got)) if got else None
 
 
 def _chose_gold(record: dict) -> bool:
@@ -253,7 +262,7 @@ def given_evidence(a, mode: str) -> list:
   """The triples an answer's mode was given to read: the retrieved subgraph (GraphLoom's slot
   bank is built from it, Flat-RAG's prompt holds it), the routed triples (routed_text's
   prompt), nothing (no_retrieval and its trained variant)."""
-  if mode in ("no_retrieval", "no_retrieval_tuned"):
+  if mode in NO_EVIDENCE_MODES:
     return []
   if mode == "routed_text":
     return [c.triple for c in a.evidence]

@@ -60,13 +60,13 @@ from graphloom_jax.pipeline import correct as correct_lib
 from graphloom_jax.pipeline import decode, evidence as evidence_lib, instance, prompts
 from graphloom_jax.pipeline import verify as verify_lib
 from graphloom_jax.pipeline.arguments import check_answer_args
-from graphloom_jax.pipeline.types import ALL_MODES, TUNED_MODES, Answer, CitedTriple, Claim
+from graphloom_jax.pipeline.types import (ALL_MODES, NO_EVIDENCE_MODES, TUNED_MODES, Answer,
+                                          CitedTriple, Claim)
 from graphloom_jax.retrieval import factory
 from graphloom_jax.retrieval import subgraph as sg
 
-# Modes whose decoder reads a trained memory; modes that read no evidence.
+# Modes whose decoder reads a trained memory.
 MEMORY_MODES = ("graphloom",) + TUNED_MODES
-NO_EVIDENCE_MODES = ("no_retrieval", "no_retrieval_tuned")
 
 
 # ------------------------------------------------------------------------------ the system

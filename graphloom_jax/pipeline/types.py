@@ -25,6 +25,8 @@ ABLATION_MODES = ("routed_text",)
 # The trained text baselines: Flat-RAG's and no retrieval's prompts read by the frozen decoder
 # with a trained adapter (models.heads.TunedPrefix) in its memory layers.
 TUNED_MODES = ("flat_rag_tuned", "no_retrieval_tuned")
+# The modes that read no evidence: their answers have no retrieval to score or revise from.
+NO_EVIDENCE_MODES = ("no_retrieval", "no_retrieval_tuned")
 ALL_MODES = MODES + ABLATION_MODES + TUNED_MODES
 # Stage names of Answer.timings, in pipeline order.
 STAGES = ("instance_graph", "retrieval", "correction", "evidence", "decoding", "options",
