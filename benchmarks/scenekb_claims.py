@@ -32,6 +32,7 @@ _OUT = flags.DEFINE_string("out", None, "the markdown sheet to write", required=
 _EVIDENCE = flags.DEFINE_integer("show_evidence", 10, "evidence triples shown per answer (and, "
                                  "under each claim, every triple naming one of its entities)")
 
+
 def _claim_text(claim: hallucination.PaperClaim) -> str:
   alternatives = [" & ".join(f"({s}, {r}, {o})" for s, r, o in alt)
                   for alt in claim.alternatives]

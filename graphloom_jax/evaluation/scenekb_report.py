@@ -15,6 +15,7 @@ from absl import logging
 from graphloom_jax.evaluation import intervals
 from graphloom_jax.pipeline.types import NO_EVIDENCE_MODES
 
+
 def _pyplot():
   """pyplot on the file-only Agg backend (the report writes PNGs, it shows nothing)."""
   import matplotlib
